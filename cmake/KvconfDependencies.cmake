@@ -1,0 +1,33 @@
+# Required third-party libraries, all from Debian packages installed by scripts/setup.sh.
+find_package(PkgConfig QUIET)
+
+find_path(MPFR_INCLUDE_DIR mpfr.h)
+find_library(MPFR_LIBRARY mpfr)
+find_path(GMP_INCLUDE_DIR gmp.h)
+find_library(GMP_LIBRARY gmp)
+if(NOT MPFR_INCLUDE_DIR OR NOT MPFR_LIBRARY OR NOT GMP_LIBRARY)
+  message(FATAL_ERROR "kvconf needs MPFR and GMP (Debian: libmpfr-dev libgmp-dev). Run scripts/setup.sh.")
+endif()
+add_library(kvconf_mpfr INTERFACE)
+add_library(kvconf::mpfr ALIAS kvconf_mpfr)
+target_include_directories(kvconf_mpfr SYSTEM INTERFACE ${MPFR_INCLUDE_DIR} ${GMP_INCLUDE_DIR})
+target_link_libraries(kvconf_mpfr INTERFACE ${MPFR_LIBRARY} ${GMP_LIBRARY})
+
+find_package(Boost 1.74 REQUIRED)   # header-only parts: Boost.Multiprecision (mpfr_float), Boost.Math
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+
+if(KVCONF_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(KVCONF_BUILD_BENCHMARKS)
+  find_package(benchmark QUIET)
+  if(NOT benchmark_FOUND)
+    message(WARNING "Google Benchmark not found (Debian: libbenchmark-dev); benchmarks are skipped.")
+    set(KVCONF_BUILD_BENCHMARKS OFF)
+  endif()
+endif()

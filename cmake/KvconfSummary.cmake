@@ -1,0 +1,13 @@
+# One-screen configure summary: what was found and what will be built.
+message(STATUS "")
+message(STATUS "kvconf ${PROJECT_VERSION} configuration summary")
+message(STATUS "  build type        : ${CMAKE_BUILD_TYPE}")
+message(STATUS "  compiler          : ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}")
+message(STATUS "  MPFR              : ${MPFR_LIBRARY}")
+message(STATUS "  Boost             : ${Boost_VERSION}")
+message(STATUS "  CUDA              : ${KVCONF_CUDA_STATUS}")
+message(STATUS "  libtorch          : ${KVCONF_TORCH_STATUS}")
+message(STATUS "  tests             : ${KVCONF_BUILD_TESTS}")
+message(STATUS "  benchmarks        : ${KVCONF_BUILD_BENCHMARKS}")
+message(STATUS "  shared data       : ${KVCONF_SHARED_DIR}")
+message(STATUS "")

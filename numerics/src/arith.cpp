@@ -1,0 +1,63 @@
+// Correctly rounded arithmetic: compute the double result plus the sign of its exact residual
+// (error-free transformations), then round once with round_to(). Compiled with -ffp-contract=off.
+//
+// Why this is exact: the double result r = RN53(exact) and the residual sign determine on which
+// side of every narrower format's rounding boundary the exact value lies, because those boundaries
+// are multiples of ulp53(r) (proof in docs/FORMATS.md). Unlike RN16(fmaf(a,b,c)) or
+// RN_bf16(fma(a,b,c)) (double rounding, notes/numerics.md §4.3), nothing is rounded twice.
+#include "kvconf/numerics/arith.hpp"
+
+#include <cmath>
+
+namespace kvconf {
+namespace {
+
+int sign_of(double r) { return (r > 0) - (r < 0); }
+
+}  // namespace
+
+Tailed exact_sum(double a, double b) {
+  const double s = a + b;
+  if (!std::isfinite(s)) return {s, 0};
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (b - bb);
+  return {s, sign_of(err)};
+}
+
+Tailed exact_product(double a, double b) {
+  const double p = a * b;
+  if (!std::isfinite(p)) return {p, 0};
+  return {p, sign_of(std::fma(a, b, -p))};
+}
+
+Tailed exact_quotient(double a, double b) {
+  const double q = a / b;
+  if (!std::isfinite(q) || q == 0.0) return {q, 0};
+  const double r = std::fma(-q, b, a);  // exact remainder a − q·b
+  return {q, sign_of(r) * sign_of(b)};
+}
+
+Tailed exact_sqrt(double a) {
+  const double s = std::sqrt(a);
+  if (!std::isfinite(s) || s == 0.0) return {s, 0};
+  return {s, sign_of(std::fma(-s, s, a))};  // exact a − s²
+}
+
+Tailed exact_fma(double a, double b, double c) {
+  const double p = a * b;  // exact for operands of <= 26 significant bits
+  if (!std::isfinite(p) || !std::isfinite(c)) return {p + c, 0};
+  return exact_sum(p, c);
+}
+
+double add(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_sum(a, b), o); }
+double sub(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_sum(a, -b), o); }
+double mul(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_product(a, b), o); }
+double div(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_quotient(a, b), o); }
+double sqrt(Format f, double a, RoundOptions o) { return round_to(f, exact_sqrt(a), o); }
+
+double fma(Format f, double a, double b, double c, RoundOptions o) {
+  if (f == Format::fp64) return std::fma(a, b, c);  // a·b is not exact in double: use the native FMA
+  return round_to(f, exact_fma(a, b, c), o);
+}
+
+}  // namespace kvconf
