@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# kvconf set-up: install the Debian packages kvconf needs (if missing), configure and build.
+# Usage: scripts/setup.sh [--no-install] [--preset NAME]   (default preset: ci, build dir: build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+preset=ci
+install=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --preset) preset="$2"; shift ;;
+    -h|--help) sed -n '2,3p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$1' (expected --no-install or --preset NAME)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Debian packages (DESIGN.md "Build and dependencies"); libbenchmark-dev for the oracle benchmark.
+packages=(cmake g++ make pkg-config libgtest-dev libmpfr-dev libgmp-dev libboost-dev nlohmann-json3-dev
+          libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev)
+
+if [ "$install" = 1 ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup.sh: installing ${missing[*]}"
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    echo "setup.sh: all Debian packages present"
+  fi
+fi
+
+cmake --preset "$preset"
+cmake --build --preset "$preset" -j "${KVCONF_JOBS:-2}"
