@@ -25,6 +25,16 @@ int run_command(const RunOptions& o) {
     for (const auto& c : checks) std::printf("%-28s %s\n", c.name.c_str(), c.what.c_str());
     return 0;
   }
+  {
+    // Fail before doing any work if the report directory cannot be created.
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec || !std::filesystem::is_directory(o.out)) {
+      std::fprintf(stderr, "kvconf run: cannot create output directory %s: %s\n", o.out.c_str(),
+                   ec ? ec.message().c_str() : "a file of that name exists");
+      return 2;
+    }
+  }
   std::printf("kvconf run: the kernel and model suites are not built yet; running the %zu built-in\n"
               "self-checks of the formats, arithmetic, oracle and bounds (unit level).\n\n",
               checks.size());

@@ -8,6 +8,7 @@
 #include "kvconf/numerics/arith.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace kvconf {
 namespace {
@@ -46,6 +47,9 @@ Tailed exact_sqrt(double a) {
 Tailed exact_fma(double a, double b, double c) {
   const double p = a * b;  // exact for operands of <= 26 significant bits
   if (!std::isfinite(p) || !std::isfinite(c)) return {p + c, 0};
+  if (std::fma(a, b, -p) != 0.0)
+    throw std::invalid_argument("kvconf::fma: a*b is not exact in double; operands must be values of a format "
+                                "with at most 26 significant bits (fp32 or narrower)");
   return exact_sum(p, c);
 }
 

@@ -22,6 +22,6 @@ Tailed exact_sum(double a, double b);             // TwoSum (Knuth)
 Tailed exact_product(double a, double b);         // a·b with its FMA residual
 Tailed exact_quotient(double a, double b);        // a/b with the sign of a − q·b
 Tailed exact_sqrt(double a);                      // sqrt(a) with the sign of a − s²
-Tailed exact_fma(double a, double b, double c);   // a·b exact, then TwoSum with c
+Tailed exact_fma(double a, double b, double c);   // a·b exact (else std::invalid_argument), then TwoSum with c
 
 }  // namespace kvconf

@@ -1,0 +1,16 @@
+# Bad input exits with status 2 and a one-line message: unknown option, no matching check,
+# and an output directory that cannot be created.
+execute_process(COMMAND "${KVCONF}" run --no-such-option RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "unknown option: expected exit 2, got ${rc}")
+endif()
+execute_process(COMMAND "${KVCONF}" run --filter no-such-check RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "no-such-check")
+  message(FATAL_ERROR "unmatched filter: expected exit 2 naming the filter, got ${rc}: ${err}")
+endif()
+file(REMOVE_RECURSE "${OUT}")
+file(WRITE "${OUT}" "a regular file, so ${OUT}/x cannot be a directory")
+execute_process(COMMAND "${KVCONF}" run --filter formats.fp8 --out "${OUT}/x" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "cli-blocker")
+  message(FATAL_ERROR "unwritable --out: expected exit 2 naming the path, got ${rc}: ${err}")
+endif()
