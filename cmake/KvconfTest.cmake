@@ -9,6 +9,9 @@ function(kvconf_add_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
+  # gtest_discover_tests flattens PROPERTIES lists twice (GoogleTest.cmake, GoogleTestAddTests.cmake in
+  # CMake 3.25): escape the list separators so LABELS stays a list in the generated set_tests_properties.
+  string(REPLACE ";" "\\\\\\\\\\\\\\;" _labels "${T_LABELS}")
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main kvconf::flags)
   target_compile_definitions(${T_NAME} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
@@ -17,11 +20,11 @@ function(kvconf_add_test)
     TEST_LIST ${T_NAME}_FAST
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+    PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT})
   gtest_discover_tests(${T_NAME}
     TEST_FILTER "*Slow*"
     TEST_LIST ${T_NAME}_SLOW
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS};slow" TIMEOUT 3600)
+    PROPERTIES LABELS "${_labels}\\\\\\\\\\\\\\;slow" TIMEOUT 3600)
 endfunction()

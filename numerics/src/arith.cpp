@@ -15,6 +15,14 @@ namespace {
 
 int sign_of(double r) { return (r > 0) - (r < 0); }
 
+// IEEE 754-2019 §6.3: an exact zero sum x + y (x, y not both zeros of the same sign, e.g. x − x) is +0
+// in every rounding mode except roundTowardNegative, where it is −0. The double sum was computed in
+// round-to-nearest, so fix the sign of an exact zero for `down`.
+Tailed signed_zero_sum(Tailed t, double x, double y, RoundOptions o) {
+  if (t.x == 0.0 && t.tail == 0 && o.mode == Rounding::down) t.x = (std::signbit(x) || std::signbit(y)) ? -0.0 : 0.0;
+  return t;
+}
+
 }  // namespace
 
 Tailed exact_sum(double a, double b) {
@@ -53,15 +61,15 @@ Tailed exact_fma(double a, double b, double c) {
   return exact_sum(p, c);
 }
 
-double add(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_sum(a, b), o); }
-double sub(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_sum(a, -b), o); }
+double add(Format f, double a, double b, RoundOptions o) { return round_to(f, signed_zero_sum(exact_sum(a, b), a, b, o), o); }
+double sub(Format f, double a, double b, RoundOptions o) { return round_to(f, signed_zero_sum(exact_sum(a, -b), a, -b, o), o); }
 double mul(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_product(a, b), o); }
 double div(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_quotient(a, b), o); }
 double sqrt(Format f, double a, RoundOptions o) { return round_to(f, exact_sqrt(a), o); }
 
 double fma(Format f, double a, double b, double c, RoundOptions o) {
   if (f == Format::fp64) return std::fma(a, b, c);  // a·b is not exact in double: use the native FMA
-  return round_to(f, exact_fma(a, b, c), o);
+  return round_to(f, signed_zero_sum(exact_fma(a, b, c), a * b, c, o), o);
 }
 
 }  // namespace kvconf
