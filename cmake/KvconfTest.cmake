@@ -20,11 +20,13 @@ function(kvconf_add_test)
     TEST_LIST ${T_NAME}_FAST
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
+    NO_PRETTY_VALUES
     PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT})
   gtest_discover_tests(${T_NAME}
     TEST_FILTER "*Slow*"
     TEST_LIST ${T_NAME}_SLOW
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
+    NO_PRETTY_VALUES
     PROPERTIES LABELS "${_labels}\\\\\\\\\\\\\\;slow" TIMEOUT 3600)
 endfunction()

@@ -75,10 +75,12 @@ static double finish(const FormatInfo& fi, mpfr_t y, int inex, mpfr_rnd_t rnd, R
 double round_mpfr(Format f, mpfr_srcptr x, RoundOptions o) {
   const FormatInfo& fi = info(f);
   const mpfr_rnd_t rnd = (o.mode == Rounding::to_odd) ? MPFR_RNDZ : to_mpfr(o.mode);
-  const ExponentRange range(fi.emin - fi.man_bits + 1, 4096);
+  // Round to p bits in MPFR's default exponent range (x may lie below the format's range), then
+  // narrow the range: mpfr_check_range + mpfr_subnormalize take y and its ternary value from there
+  // without double rounding (MPFR manual, mpfr_check_range and mpfr_subnormalize).
   Mp y(fi.p);
-  mpfr_clear_flags();
   const int inex = mpfr_set(y.v, x, rnd);
+  const ExponentRange range(fi.emin - fi.man_bits + 1, 4096);
   return finish(fi, y.v, inex, rnd, o);
 }
 
