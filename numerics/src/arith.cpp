@@ -68,7 +68,11 @@ double div(Format f, double a, double b, RoundOptions o) { return round_to(f, ex
 double sqrt(Format f, double a, RoundOptions o) { return round_to(f, exact_sqrt(a), o); }
 
 double fma(Format f, double a, double b, double c, RoundOptions o) {
-  if (f == Format::fp64) return std::fma(a, b, c);  // a·b is not exact in double: use the native FMA
+  if (f == Format::fp64) {  // a·b is not exact in double: use the native FMA
+    if (o.mode != Rounding::nearest_even || o.ftz)
+      throw std::invalid_argument("kvconf::fma: fp64 fma supports only nearest-even rounding without ftz");
+    return std::fma(a, b, c);
+  }
   return round_to(f, signed_zero_sum(exact_fma(a, b, c), a * b, c, o), o);
 }
 

@@ -35,5 +35,13 @@ TEST(Fma, KnownDoubleRoundingCounterexamples) {
   EXPECT_EQ(ref::op_mpfr(Format::bf16, ref::Op::fma, 1.75, 0.578125, -std::ldexp(1.0, -100)), 1.0078125);
 }
 
+TEST(Fma, RejectsWhatItCannotRoundCorrectly) {
+  // fp64 fma is native nearest-even only; other modes must not be silently ignored.
+  EXPECT_EQ(fma(Format::fp64, 0.1, 0.2, 0.3), std::fma(0.1, 0.2, 0.3));
+  EXPECT_THROW(fma(Format::fp64, 0.1, 0.2, 0.3, {Rounding::toward_zero}), std::invalid_argument);
+  // Operands wider than 26 bits make a·b inexact in double: refused, not rounded twice.
+  EXPECT_THROW(fma(Format::fp32, 0.1, 0.2, 0.0), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kvconf

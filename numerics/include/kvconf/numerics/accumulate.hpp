@@ -86,6 +86,7 @@ std::string order_name(const Order& order);
 // x·y = Σ_i x_i·y_i in the given order. Throws std::invalid_argument when x and y differ in length,
 // b < 1, s < 1, the tensor-core parameters/formats are unsupported, or an input is not a value of spec.in.
 // n = 0 gives 0. Overflow follows spec.round (±inf, or ±max with saturate); the bounds assume none.
+// NaN or infinite inputs are not rejected: they propagate by IEEE rules (a NaN input gives a NaN result).
 double dot(const AccumSpec& spec, const Order& order, std::span<const double> x, std::span<const double> y);
 
 // Σ_i x_i in the given order (the tensor-core order evaluates Σ x_i·1).

@@ -1,7 +1,9 @@
 // Correctly rounded arithmetic in any Format: +, −, ×, ÷, sqrt and fused multiply-add.
 // Operands are values of the format (doubles holding representable numbers); each result is the
-// exact result rounded once. fp16/bf16/fp8/fp32 are exact for every rounding mode; fp64 is native
-// (nearest-even only for div/sqrt/fma of fp64 operands; see arith.cpp).
+// exact result rounded once, in every rounding mode. One exception: fp64 fma is the native std::fma
+// and supports only nearest-even without ftz (other options throw std::invalid_argument).
+// Special values follow IEEE 754: NaN operands give NaN, sqrt(<0) and 0·inf give NaN, x/0 gives ±inf;
+// in E4M3 (no infinities) an infinite result becomes NaN, or ±448 with RoundOptions::saturate.
 #pragma once
 
 #include "kvconf/numerics/rounding.hpp"
