@@ -150,7 +150,10 @@ double underflow_unit(Format f, RoundOptions o) {
   const FormatInfo& fi = info(f);
   if (o.ftz) return fi.min_normal;
   const double spacing = std::ldexp(1.0, q_min(fi));
-  return o.mode == Rounding::nearest_even ? spacing / 2.0 : spacing;
+  // Half the spacing for nearest-even; for fp64 that is 2^-1075, below double's range: round it up
+  // to the spacing itself rather than down to 0.
+  if (o.mode == Rounding::nearest_even && spacing / 2.0 > 0.0) return spacing / 2.0;
+  return spacing;
 }
 
 double gamma(std::size_t m, double u) {

@@ -389,8 +389,9 @@ bool RowEval::level0(Outputs& out) {
     const i128 nl = Nc_[c] - eta * av, nh = Nc_[c] + eta * av;
     const double approx = pev_ok ? static_cast<double>(Nc_[c]) / Sd * pev
                                  : std::ldexp(static_cast<double>(Nc_[c]) / Sd, ev);
-    // Double bracket: each quotient carries <= 3 roundings (2 conversions, 1 division), so widening
-    // by 2^-50 relative covers it; only used away from the subnormal range.
+    // Double bracket: each quotient carries <= 3 roundings (2 conversions, 1 division) and the
+    // widening ql − |ql|·2^-50 itself one more; (1 + 2^-53)^4 · (1 − 2^-50) < 1, so widening by 2^-50
+    // relative still covers all four. Only used away from the subnormal range.
     const double ql = static_cast<double>(nl) / static_cast<double>(nl >= 0 ? sh : sl);
     const double qh = static_cast<double>(nh) / static_cast<double>(nh >= 0 ? sl : sh);
     const double lo = (ql - std::fabs(ql) * 0x1p-50) * pev;

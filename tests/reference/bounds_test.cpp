@@ -95,6 +95,8 @@ TEST(Bounds, UnitConstantsAndGamma) {
   RoundOptions ftz;
   ftz.ftz = true;
   EXPECT_EQ(underflow_unit(Format::fp16, ftz), p2(-14));
+  // fp64: half the subnormal spacing (2^-1075) is not a double; the bound must not round it to 0.
+  EXPECT_EQ(underflow_unit(Format::fp64), p2(-1074));
   EXPECT_EQ(gamma(0, p2(-11)), 0.0);
   EXPECT_EQ(gamma(1, p2(-11)), p2(-11) / (1 - p2(-11)));
   EXPECT_EQ(gamma(2047, p2(-11)), 2047.0);  // 2047u/(1 − 2047u) = 2047·2^-11 / 2^-11
