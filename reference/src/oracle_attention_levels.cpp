@@ -18,6 +18,20 @@ void RowEval::finish_element(std::size_t c, double value, double approx, Outputs
   o_[c] = approx;
 }
 
+// Column c's bracket is [lo_, hi_]: round it if both ends round alike (returns true), else keep the
+// rounding of the approximation as the best guess so far (returns false).
+bool RowEval::settle(std::size_t c, double approx, Outputs& out) {
+  const detail::Rounded r = detail::certify(s_.op.out, s_.op.round, lo_.get(), hi_.get());
+  o_[c] = approx;
+  out.res.approx[out.base + c] = approx;
+  if (r.ok) {
+    finish_element(c, r.value, approx, out);
+    return true;
+  }
+  best_[c] = round_to(s_.op.out, approx, s_.op.round);
+  return false;
+}
+
 // Level 0. Returns false (nothing done) when it does not apply to this row.
 bool RowEval::level0(Outputs& out) {
   if (s_.F == 0) return false;
@@ -126,14 +140,7 @@ bool RowEval::level0(Outputs& out) {
     mpfr_div(hi_.get(), nhi_.get(), nh >= 0 ? slo_.get() : shi_.get(), MPFR_RNDU);
     mpfr_mul_2si(lo_.get(), lo_.get(), ev, MPFR_RNDD);
     mpfr_mul_2si(hi_.get(), hi_.get(), ev, MPFR_RNDU);
-    const detail::Rounded r = detail::certify(s_.op.out, s_.op.round, lo_.get(), hi_.get());
-    o_[c] = approx;
-    out.res.approx[out.base + c] = approx;
-    if (r.ok) finish_element(c, r.value, approx, out);
-    else {
-      best_[c] = round_to(s_.op.out, approx, s_.op.round);
-      pending_.push_back(c);
-    }
+    if (!settle(c, approx, out)) pending_.push_back(c);
   }
   for (std::size_t j = 0; j < nv_; ++j) p_[j] = static_cast<double>(Et_[j]) / Sd;
   sum_exp_ = std::ldexp(Sd, -F);
@@ -228,14 +235,7 @@ void RowEval::level_mpfr(mpfr_prec_t P, bool first, Outputs& out) {
     mpfr_div(lo_.get(), nlo_.get(), mpfr_sgn(nlo_.get()) >= 0 ? shi_.get() : slo_.get(), MPFR_RNDD);
     mpfr_div(hi_.get(), nhi_.get(), mpfr_sgn(nhi_.get()) >= 0 ? slo_.get() : shi_.get(), MPFR_RNDU);
     const double approx = mpfr_get_d(N_.get(), MPFR_RNDN) / Sd;
-    const detail::Rounded r = detail::certify(s_.op.out, s_.op.round, lo_.get(), hi_.get());
-    o_[c] = approx;
-    out.res.approx[out.base + c] = approx;
-    if (r.ok) finish_element(c, r.value, approx, out);
-    else {
-      best_[c] = round_to(s_.op.out, approx, s_.op.round);
-      still.push_back(c);
-    }
+    if (!settle(c, approx, out)) still.push_back(c);
   }
   pending_.swap(still);
   prec_used_ = static_cast<int>(P);

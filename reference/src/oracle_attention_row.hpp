@@ -143,6 +143,7 @@ class RowEval {
   void level_mpfr(mpfr_prec_t P, bool first, Outputs& out);
   void rational(Outputs& out);
   void finish_element(std::size_t c, double value, double approx, Outputs& out);
+  bool settle(std::size_t c, double approx, Outputs& out);  // certify column c from [lo_, hi_]
   void conditions(Outputs& out);
 
   const Setup& s_;
