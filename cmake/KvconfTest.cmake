@@ -15,6 +15,7 @@ function(kvconf_add_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main kvconf::flags)
   target_compile_definitions(${T_NAME} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   gtest_discover_tests(${T_NAME}
     TEST_FILTER "*-*Slow*"
     TEST_LIST ${T_NAME}_FAST

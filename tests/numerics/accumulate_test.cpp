@@ -10,21 +10,12 @@
 
 #include "kvconf/numerics/accumulate.hpp"
 #include "kvconf/numerics/arith.hpp"
+#include "test_support.hpp"
 
 namespace kvconf {
 namespace {
 
-constexpr double p2(int e) { return e >= 0 ? double(std::uint64_t{1} << e) : 1.0 / double(std::uint64_t{1} << -e); }
-
-AccumSpec spec_of(Format in, Format acc, Format out, bool fma = true, Rounding mode = Rounding::nearest_even) {
-  AccumSpec s;
-  s.in = in;
-  s.acc = acc;
-  s.out = out;
-  s.fma = fma;
-  s.round.mode = mode;
-  return s;
-}
+using namespace kvconf::test;
 
 // Random values of format f: N(0,1) scaled by 2^[−4, 4].
 std::vector<double> random_values(Format f, std::size_t n, std::uint64_t seed) {

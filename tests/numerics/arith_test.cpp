@@ -17,6 +17,7 @@
 
 #include "kvconf/numerics/arith.hpp"
 #include "kvconf/reference/mpfr_format.hpp"
+#include "test_support.hpp"
 
 namespace kvconf {
 
@@ -25,6 +26,8 @@ inline void PrintTo(Format f, std::ostream* os) { *os << name(f); }
 
 namespace {
 
+using namespace kvconf::test;
+
 using ref::Op;
 
 constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::toward_zero, Rounding::up, Rounding::down,
@@ -32,17 +35,6 @@ constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::toward_zero, Ro
 constexpr Op kOps[] = {Op::add, Op::sub, Op::mul, Op::div, Op::sqrt, Op::fma};
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = HUGE_VAL;
-
-const char* mode_name(Rounding r) {
-  switch (r) {
-    case Rounding::nearest_even: return "rne";
-    case Rounding::toward_zero: return "rz";
-    case Rounding::up: return "up";
-    case Rounding::down: return "down";
-    case Rounding::to_odd: return "odd";
-  }
-  return "?";
-}
 
 const char* op_name(Op op) {
   switch (op) {
@@ -55,60 +47,6 @@ const char* op_name(Op op) {
   }
   return "?";
 }
-
-std::string opts_str(RoundOptions o) {
-  return std::string(mode_name(o.mode)) + (o.ftz ? "+ftz" : "") + (o.saturate ? "+sat" : "");
-}
-
-std::string hex(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", x);
-  return buf;
-}
-
-// Seed: FNV-1a of the full test name, unless KVCONF_SEED overrides it.
-std::uint64_t test_seed() {
-  if (const char* s = std::getenv("KVCONF_SEED"); s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 0);
-  const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = std::string(ti->test_suite_name()) + "." + ti->name();
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : name) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Same double, bit for bit (so +0 != -0), or both NaN. Results are values of the format, so equal
-// doubles mean equal bit patterns.
-bool same(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
-struct Failures {
-  std::uint64_t seed = 0;
-  bool seeded = false;
-  void set_seed(std::uint64_t s) {
-    seed = s;
-    seeded = true;
-  }
-  std::uint64_t checked = 0;
-  std::uint64_t failed = 0;
-  std::string first;
-  void add(const std::string& msg) {
-    if (++failed <= 10) first += "  " + msg + "\n";
-  }
-  std::string seed_note() const {
-    if (!seeded) return "no random draws";
-    return "seed " + std::to_string(seed) + ", set KVCONF_SEED=" + std::to_string(seed) + " to reproduce";
-  }
-  void expect_none(const std::string& what) const {
-    EXPECT_EQ(failed, 0u) << what << ": " << failed << " of " << checked << " cases differ from MPFR (" << seed_note() << "); first ones:\n"
-                          << first;
-    ::testing::Test::RecordProperty("cases_checked", std::to_string(checked));
-    std::printf("[   info   ] %s: %llu cases checked\n", what.c_str(), static_cast<unsigned long long>(checked));
-  }
-};
 
 // An implementation under test: kvconf's, or one of the naive routes.
 using Impl = double (*)(Format, Op, double, double, double, RoundOptions);

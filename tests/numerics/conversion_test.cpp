@@ -21,6 +21,7 @@
 
 #include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reference/mpfr_format.hpp"
+#include "test_support.hpp"
 
 namespace kvconf {
 
@@ -29,85 +30,11 @@ inline void PrintTo(Format f, std::ostream* os) { *os << name(f); }
 
 namespace {
 
+using namespace kvconf::test;
+
 constexpr Rounding kModes[] = {Rounding::nearest_even, Rounding::toward_zero, Rounding::up, Rounding::down,
                                Rounding::to_odd};
 constexpr Format kNarrow[] = {Format::fp16, Format::bf16, Format::fp8_e4m3, Format::fp8_e5m2};
-
-const char* mode_name(Rounding r) {
-  switch (r) {
-    case Rounding::nearest_even: return "rne";
-    case Rounding::toward_zero: return "rz";
-    case Rounding::up: return "up";
-    case Rounding::down: return "down";
-    case Rounding::to_odd: return "odd";
-  }
-  return "?";
-}
-
-std::string opts_str(RoundOptions o) {
-  return std::string(mode_name(o.mode)) + (o.ftz ? "+ftz" : "") + (o.saturate ? "+sat" : "");
-}
-
-std::string hex(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%a", x);
-  return buf;
-}
-
-std::string hexbits(std::uint64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(b));
-  return buf;
-}
-
-// Seed: FNV-1a of the full test name, unless KVCONF_SEED overrides it.
-std::uint64_t test_seed() {
-  if (const char* s = std::getenv("KVCONF_SEED"); s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 0);
-  const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = std::string(ti->test_suite_name()) + "." + ti->name();
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : name) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Same double, bit for bit (so +0 != -0), or both NaN.
-bool same(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
-// Collects mismatches; reports the first few, the total and the seed.
-struct Failures {
-  std::uint64_t seed = 0;
-  bool seeded = false;
-  void set_seed(std::uint64_t s) {
-    seed = s;
-    seeded = true;
-  }
-  std::uint64_t checked = 0;
-  std::uint64_t failed = 0;
-  std::string first;
-  void add(const std::string& msg) {
-    if (++failed <= 10) first += "  " + msg + "\n";
-  }
-  void merge(const Failures& o) {
-    checked += o.checked;
-    if (failed < 10) first += o.first;
-    failed += o.failed;
-  }
-  std::string seed_note() const {
-    if (!seeded) return "no random draws";
-    return "seed " + std::to_string(seed) + ", set KVCONF_SEED=" + std::to_string(seed) + " to reproduce";
-  }
-  void expect_none(const char* what) const {
-    EXPECT_EQ(failed, 0u) << what << ": " << failed << " of " << checked << " cases differ (" << seed_note() << "); first ones:\n"
-                          << first;
-    ::testing::Test::RecordProperty("cases_checked", std::to_string(checked));
-    std::printf("[   info   ] %s: %llu cases checked\n", what, static_cast<unsigned long long>(checked));
-  }
-};
 
 // ---------- independent decoders (no kvconf code) ----------
 

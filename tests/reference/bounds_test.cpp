@@ -19,22 +19,13 @@
 #include "kvconf/numerics/accumulate.hpp"
 #include "kvconf/numerics/arith.hpp"
 #include "kvconf/reference/bounds.hpp"
+#include "test_support.hpp"
 #include "kvconf/reference/mpfr_format.hpp"
 
 namespace kvconf::ref {
 namespace {
 
-double p2(int e) { return std::ldexp(1.0, e); }
-
-AccumSpec spec_of(Format in, Format acc, Format out, bool fma = true, Rounding mode = Rounding::nearest_even) {
-  AccumSpec s;
-  s.in = in;
-  s.acc = acc;
-  s.out = out;
-  s.fma = fma;
-  s.round.mode = mode;
-  return s;
-}
+using namespace kvconf::test;
 
 // ---------------------------------------------------------------------------------------------------
 // Exact reference of a dot product whose products are exact in double (fp16/bf16 inputs): mpfr_sum.

@@ -13,22 +13,16 @@
 #include "kvconf/reference/mpfr_format.hpp"
 #include "kvconf/reference/oracle.hpp"
 #include "kvconf/reference/oracle_naive.hpp"
+#include "test_support.hpp"
 
 namespace {
+
+using kvconf::test::randn;
 
 using kvconf::Format;
 using kvconf::RoundOptions;
 using kvconf::Rounding;
 namespace ref = kvconf::ref;
-
-// Values of format f, roughly N(0, sigma²), from a fixed seed.
-std::vector<double> randn(std::size_t n, Format f, std::uint64_t seed, double sigma = 1.0) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<double> nd(0.0, sigma);
-  std::vector<double> x(n);
-  for (auto& v : x) v = kvconf::round_to(f, nd(g));
-  return x;
-}
 
 struct Case {
   ref::AttentionShape sh;

@@ -11,19 +11,14 @@
 
 #include "kvconf/reference/mpfr_format.hpp"
 #include "kvconf/reference/oracle.hpp"
+#include "test_support.hpp"
 
 namespace {
 
+using kvconf::test::randn;
+
 using kvconf::Format;
 namespace ref = kvconf::ref;
-
-std::vector<double> randn(std::size_t n, Format f, std::uint64_t seed, double sigma = 1.0) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<double> nd(0.0, sigma);
-  std::vector<double> x(n);
-  for (auto& v : x) v = kvconf::round_to(f, nd(g));
-  return x;
-}
 
 // Σ x_i y_i as an exact GMP rational, and its correct rounding to f via a 6000-bit MPFR value
 // (exact: the sum is a dyadic rational with fewer significant bits).
