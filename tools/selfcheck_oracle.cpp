@@ -40,22 +40,18 @@ CheckResult equal_scores_mean() {
   AttentionParams p;
   p.causal = false;
   const auto r = ref::attention(q, k, v, s, p, Format::fp16, to_fp16());
-  mpfr_t m;
-  mpfr_init2(m, 200);
+  ref::Mpfr m(200);
   for (std::size_t c = 0; c < 4; ++c) {
     double sum = 0;
     for (std::size_t j = 0; j < 7; ++j) sum += v[j * 4 + c];  // exact: 7 fp16 values sum exactly in double
     // sum/7 has denominator 7·2^k, so it is never within 2^-200 (relative) of an fp16 midpoint: the
     // 200-bit quotient rounds to fp16 exactly as the rational does.
-    mpfr_set_d(m, sum, MPFR_RNDN);
-    mpfr_div_ui(m, m, 7, MPFR_RNDN);
-    const double expect = ref::round_mpfr(Format::fp16, m);
-    if (r.out[c] != expect) {
-      mpfr_clear(m);
+    mpfr_set_d(m.get(), sum, MPFR_RNDN);
+    mpfr_div_ui(m.get(), m.get(), 7, MPFR_RNDN);
+    const double expect = ref::round_mpfr(Format::fp16, m.get());
+    if (r.out[c] != expect)
       return fail(c + 1, "column " + std::to_string(c) + ": oracle " + std::to_string(r.out[c]) + " vs mean " + std::to_string(expect));
-    }
   }
-  mpfr_clear(m);
   return {true, 4, "q = 0: every output equals the fp16-rounded mean of V's column"};
 }
 

@@ -82,6 +82,16 @@ TEST(OracleDetail, IntegerLogitScalingStaysWithinItsBound) {
   }
 }
 
+// Whether check_values accepts the single value v as a value of f.
+bool accepts(double v, Format f) {
+  try {
+    det::check_values("t", "x", std::vector<double>{v}, f);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  return true;
+}
+
 TEST(OracleDetail, FastRepresentabilityCheckAgreesWithNumerics) {
   // check_values' bit test against numerics' representable(), on every fp8/fp16/bf16 value and
   // its double neighbours, and on random doubles.
@@ -94,29 +104,14 @@ TEST(OracleDetail, FastRepresentabilityCheckAgreesWithNumerics) {
       if (!std::isfinite(x)) continue;
       probe = {x, std::nextafter(x, HUGE_VAL), std::nextafter(x, -HUGE_VAL), x * (1 + 0x1p-12), x * 0.75};
       for (double v : probe) {
-        const std::vector<double> one{v};
-        bool accepted = true;
-        try {
-          det::check_values("t", "x", one, f);
-        } catch (const std::invalid_argument&) {
-          accepted = false;
-        }
-        ASSERT_EQ(accepted, kvconf::representable(f, v)) << kvconf::name(f) << " v=" << v;
+        ASSERT_EQ(accepts(v, f), kvconf::representable(f, v)) << kvconf::name(f) << " v=" << v;
       }
     }
   }
   for (int t = 0; t < 20000; ++t) {
     const double v = std::ldexp(static_cast<double>(g() >> 11), static_cast<int>(g() % 400) - 250);
-    const std::vector<double> one{v};
-    for (Format f : {Format::fp32, Format::bf16, Format::fp64}) {
-      bool accepted = true;
-      try {
-        det::check_values("t", "x", one, f);
-      } catch (const std::invalid_argument&) {
-        accepted = false;
-      }
-      ASSERT_EQ(accepted, kvconf::representable(f, v)) << kvconf::name(f) << " v=" << v;
-    }
+    for (Format f : {Format::fp32, Format::bf16, Format::fp64})
+      ASSERT_EQ(accepts(v, f), kvconf::representable(f, v)) << kvconf::name(f) << " v=" << v;
   }
 }
 
