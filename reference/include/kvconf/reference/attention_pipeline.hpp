@@ -49,8 +49,8 @@ struct AttentionPipeline {
 // Condition quantities of one output element (query row, head, column), from the oracle.
 struct AttentionElementStats {
   std::size_t n_visible = 0;   // visible keys
+  std::size_t head_dim = 0;    // d (length of the q·k reductions)
   double max_abs_qk = 0.0;     // max_j Σ_i |q_i k_ji| (unscaled), rounded up
-  double max_score = 0.0;     // max_j s_j (after scale and softcap)
   double weighted_abs = 0.0;   // Σ_j p_j |v_j|  (upper bound)
   double spread = 0.0;         // Σ_j p_j |v_j − o| (upper bound)
   double abs_o = 0.0;          // |o| (upper bound)

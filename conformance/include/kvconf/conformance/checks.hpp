@@ -1,0 +1,62 @@
+// The conformance rules of DESIGN.md "What passes", as check functions over one kernel and one case.
+// The GoogleTest suites (conformance/suites/) call them and record every result as test properties;
+// the mutant unit tests (tests/conformance/) call the same functions and require that some check fails.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/cases.hpp"
+#include "kvconf/kernels/kernel.hpp"
+
+namespace kvconf::conformance {
+
+// One rule applied to one kernel on one case.
+struct CheckResult {
+  std::string rule;      // "oracle_bound", "two_sided", "on_off_bound", "on_off_bitwise", "chunked_bound",
+                         // "chunked_bitwise", "unused_slots", "capacity_bitwise", ...
+  bool pass = false;
+  double error = 0.0;    // the measured quantity (max over elements: |computed − oracle|, |on − off|, ...)
+  double bound = 0.0;    // its threshold (from reference/ bounds; 0 for bitwise rules)
+  double headroom = 0.0; // (bound − error) / bound; for bitwise rules 1 when equal, −inf otherwise
+  std::uint64_t seed = 0;
+  std::string detail;    // worst element, its values, the seed: enough to reproduce
+};
+using CheckResults = std::vector<CheckResult>;
+
+bool all_pass(const CheckResults& r);
+// One line per result: "rule pass|FAIL error=… bound=… headroom=… seed=… detail".
+std::string describe(const CheckResults& r);
+
+// Rule 1 (oracle accuracy, two-sided): every element within its a-priori bound, and the max error within
+// k × the max error of a naive same-precision implementation (sequential, accumulating in
+// KernelInfo::partial) plus a one-rounding floor (one ulp of the output format at max|oracle|).
+// k = 2, or 3 with a softcap (FlashAttention's test convention, notes/peers.md).
+CheckResults check_gemm_matches_oracle(const kernels::GemmKernel& k, const GemmCase& c, std::uint64_t seed);
+CheckResults check_norm_matches_oracle(const kernels::NormKernel& k, const NormCase& c, std::uint64_t seed);
+CheckResults check_attention_matches_oracle(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                            std::uint64_t seed);
+
+// Rule 2 for projections (the paper's Experiment 3): the K/V row of the last token computed alone
+// (M = 1, decode), inside the full-prefix GEMM (M = n, cache-OFF) and inside the prompt prefill that
+// filled the cache (M = prompt length, when the token is in the prompt) differ by no more than the sum
+// of their bounds; bitwise equal when the kernel claims cache_invariant.
+CheckResults check_projection_cache_on_off(const kernels::GemmKernel& k, const ProjectionCase& c,
+                                           std::uint64_t seed);
+
+// Rule 2 for attention: decode (n_q = 1 over the cache) vs the last row of a full prefill; within the sum
+// of bounds, bitwise when cache_invariant.
+CheckResults check_attention_cache_on_off(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                          std::uint64_t seed);
+// Chunked prefill (chunks of `chunk` query rows, each over the cache filled so far) vs one shot.
+CheckResults check_attention_chunked(const kernels::AttentionKernel& k, const AttentionCase& c, std::size_t chunk,
+                                     std::uint64_t seed);
+// Unused cache rows [n_kv, capacity) filled with NaN never reach the output (every kernel).
+CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                          std::uint64_t seed);
+// Cache-invariant kernels only: the output does not change with the cache's allocated capacity.
+CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                      std::uint64_t seed);
+
+}  // namespace kvconf::conformance
