@@ -1,6 +1,8 @@
 // Out-of-line parts of fast_fp.hpp.
 #include "kvconf/kernels/fast_fp.hpp"
 
+#include <atomic>
+
 #include "kvconf/numerics/arith.hpp"
 
 namespace kvconf::kernels {
@@ -12,6 +14,24 @@ float fma_format(Format f, float a, float b, float c) {
                                                                    static_cast<double>(c))));
     default: return static_cast<float>(kvconf::fma(f, a, b, c));
   }
+}
+
+namespace {
+#if defined(KVCONF_HAVE_F16C)
+std::atomic<bool> g_simd{true};
+#else
+std::atomic<bool> g_simd{false};
+#endif
+}  // namespace
+
+bool simd_enabled() { return g_simd.load(std::memory_order_relaxed); }
+
+void set_simd_enabled(bool on) {
+#if defined(KVCONF_HAVE_F16C)
+  g_simd.store(on, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
 }
 
 }  // namespace kvconf::kernels

@@ -61,6 +61,72 @@ struct Terms {
   }
 };
 
+bool is_pow2(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+void check_thread_strided(const ThreadStrided& o) {
+  const std::size_t T = o.threads;
+  if (o.vec < 1 || o.interleave < 1)
+    throw std::invalid_argument("kvconf::dot/sum: ThreadStrided vec and interleave must be >= 1");
+  const bool ok = o.tree == ThreadTree::warp_first ? (T >= 1 && ((T <= 32 && is_pow2(T)) || (T % 32 == 0 && T <= 1024)))
+                                                   : (is_pow2(T) && T <= 1024);
+  if (!ok)
+    throw std::invalid_argument("kvconf::dot/sum: ThreadStrided thread count " + std::to_string(T) +
+                                " is not allowed (warp_first: a power of two below 32 or a multiple of 32 up to "
+                                "1024; block_first: a power of two up to 1024)");
+}
+
+// v[0..s) reduced by a halving tree (lane 0 of a shfl_xor butterfly with offsets s/2 .. 1); s a power of two.
+double halving(std::vector<double>& v, std::size_t s, Format f, RoundOptions r) {
+  for (std::size_t o = s / 2; o >= 1; o /= 2)
+    for (std::size_t l = 0; l < o; ++l) v[l] = add(f, v[l], v[l + o], r);
+  return v[0];
+}
+
+double thread_strided(const Terms& t, const ThreadStrided& o, std::size_t n) {
+  const AccumSpec& spec = t.spec;
+  const std::size_t T = o.threads, V = o.vec, I = o.interleave;
+  const std::size_t lanes = o.split_lanes ? V : 1;
+  const std::size_t A = I * lanes;
+  const Format C = o.combine.value_or(spec.acc);
+  const std::size_t G = (n + V - 1) / V;
+  std::vector<double> thread(T, 0.0), acc(A);
+  std::vector<char> started(A);
+  for (std::size_t th = 0; th < T; ++th) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(started.begin(), started.end(), 0);
+    std::size_t visit = 0;
+    for (std::size_t g = th; g < G; g += T, ++visit) {
+      const std::size_t slot = visit % I;
+      for (std::size_t l = 0; l < V && g * V + l < n; ++l) {
+        const std::size_t i = g * V + l;
+        const std::size_t a = slot * lanes + (o.split_lanes ? l : 0);
+        acc[a] = started[a] ? t.step(acc[a], i) : t.leaf(i);
+        started[a] = 1;
+      }
+    }
+    double r = round_to(C, acc[0], spec.round);
+    for (std::size_t a = 1; a < A; ++a) r = add(C, r, round_to(C, acc[a], spec.round), spec.round);
+    thread[th] = r;
+  }
+  if (o.tree == ThreadTree::warp_first) {
+    const std::size_t W = std::min<std::size_t>(32, T);
+    std::vector<double> warps(32, 0.0), lane(W);
+    for (std::size_t w = 0; w < T / W; ++w) {
+      std::copy(thread.begin() + static_cast<std::ptrdiff_t>(w * W), thread.begin() + static_cast<std::ptrdiff_t>((w + 1) * W),
+                lane.begin());
+      warps[w] = halving(lane, W, C, spec.round);
+    }
+    if (T <= 32) return warps[0];
+    return halving(warps, 32, C, spec.round);  // T/32 warp sums padded with +0 to 32 lanes
+  }
+  std::size_t s = T;
+  for (; s > 32; s /= 2)
+    for (std::size_t l = 0; l < s / 2; ++l) thread[l] = add(C, thread[l], thread[l + s / 2], spec.round);
+  for (std::size_t w = 1; w < s; w *= 2)
+    for (std::size_t l = 0; l + w < s; l += 2 * w) thread[l] = add(C, thread[l], thread[l + w], spec.round);
+  return thread[0];
+}
+
 void check_tc_formats(const AccumSpec& spec) {
   if (spec.acc != Format::fp32 && spec.acc != Format::fp16)
     throw std::invalid_argument("kvconf::dot: the tensor-core order needs acc = fp32 or fp16, got " +
@@ -88,8 +154,12 @@ double evaluate(const AccumSpec& spec, const Order& order, std::span<const doubl
   if (const auto* o = std::get_if<Blocked>(&order)) {
     if (o->b < 1) throw std::invalid_argument("kvconf::dot/sum: Blocked block size b must be >= 1, got 0");
     if (n == 0) return finish(0.0);
-    double s = t.chain(0, std::min(o->b, n));
-    for (std::size_t lo = o->b; lo < n; lo += o->b) s = add(spec.acc, s, t.chain(lo, std::min(lo + o->b, n)), spec.round);
+    const auto block = [&](std::size_t lo) {
+      const std::size_t hi = std::min(lo + o->b, n);
+      return o->tree_inside ? t.pairwise(lo, hi) : t.chain(lo, hi);
+    };
+    double s = block(0);
+    for (std::size_t lo = o->b; lo < n; lo += o->b) s = add(spec.acc, s, block(lo), spec.round);
     return finish(s);
   }
   if (const auto* o = std::get_if<SplitK>(&order)) {
@@ -110,6 +180,10 @@ double evaluate(const AccumSpec& spec, const Order& order, std::span<const doubl
     for (std::size_t lo = L; lo < n; lo += L)
       s = add(spec.out, s, round_to(spec.out, slice(lo), spec.round), spec.round);
     return s;
+  }
+  if (const auto* o = std::get_if<ThreadStrided>(&order)) {
+    check_thread_strided(*o);
+    return finish(thread_strided(t, *o, n));
   }
   const auto& tc = std::get<TensorCore>(order);
   check_tc_formats(spec);
@@ -141,6 +215,7 @@ std::string order_name(const Order& order) {
   if (const auto* o = std::get_if<Blocked>(&order)) {
     std::string s = "blocked";
     s += std::to_string(o->b);
+    if (o->tree_inside) s += "_tree";
     return s;
   }
   if (const auto* o = std::get_if<SplitK>(&order)) {
@@ -151,6 +226,23 @@ std::string order_name(const Order& order) {
       s += '_';
       s += tc_suffix(*o->tensor_core);
     }
+    return s;
+  }
+  if (const auto* o = std::get_if<ThreadStrided>(&order)) {
+    std::string s = "ts";
+    s += std::to_string(o->threads);
+    s += 'v';
+    s += std::to_string(o->vec);
+    if (o->split_lanes) s += 'l';
+    if (o->interleave > 1) {
+      s += 'i';
+      s += std::to_string(o->interleave);
+    }
+    if (o->combine) {
+      s += "_c";
+      s += name(*o->combine);
+    }
+    if (o->tree == ThreadTree::block_first) s += "_bf";
     return s;
   }
   return tc_suffix(std::get<TensorCore>(order).params);

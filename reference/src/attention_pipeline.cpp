@@ -60,11 +60,18 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
   si.abs_qk = s.max_abs_qk;
   si.tau = tau;
   si.score = p.score;
-  const double delta1 = score_error_bound(si);  // pre-softcap score
+  // A score format narrower than fp32 may be reached by a double rounding fl_s(fl32(x)) (PyTorch computes
+  // fp16 elementwise ops in fp32): |fl_s(fl32(x)) − x| <= (u_s + u32 + u_s·u32)|x| + η_s, so each such
+  // operation is charged u32 more (TOLERANCES §6b).
+  const bool narrow = info(p.score).p < info(Format::fp32).p;
+  const double u32 = narrow ? unit_roundoff(Format::fp32) : 0.0;
+  double delta1 = score_error_bound(si);  // pre-softcap score
+  delta1 += u32 * (1.0 + unit_roundoff(p.score)) * (tau * s.max_abs_qk + delta1);
   double delta_s = delta1;
   double score_abs = tau * s.max_abs_qk + delta1;  // >= |ŝ_j|
   if (c > 0.0) {
-    const double us = unit_roundoff(p.score), es = underflow_unit(p.score);
+    const double us = unit_roundoff(p.score) + u32 * (1.0 + unit_roundoff(p.score));
+    const double es = underflow_unit(p.score);
     const double et = p.tanh_rel_error + us + p.tanh_rel_error * us;  // tanh, then rounded to `score`
     const double A = tau * s.max_abs_qk + delta1;                     // >= |pre-softcap score|
     delta_s = delta1 + us * A + c * es + c * (et + es) + us * c * (1.0 + et + es) + es;

@@ -52,11 +52,15 @@ ErrorTerms chain(std::size_t m, std::size_t n_ops, double u, double eta, double 
   return {g, static_cast<double>(n_ops) * eta * (1.0 + g)};
 }
 
-// Final rounding of the result to spec.out (skipped when out ⊇ acc and nothing is flushed).
-ErrorTerms finish(const AccumSpec& s, ErrorTerms e) {
-  if (contains(s.out, s.acc) && !s.round.ftz) return e;
+// Final rounding of a result held in format `have` (acc unless a ThreadStrided combine format says
+// otherwise) to spec.out (skipped when out ⊇ have and nothing is flushed).
+ErrorTerms finish(const AccumSpec& s, ErrorTerms e, Format have) {
+  if (contains(s.out, have) && !s.round.ftz) return e;
   return compose(e, unit_roundoff(s.out, s.round), underflow_unit(s.out, s.round));
 }
+ErrorTerms finish(const AccumSpec& s, ErrorTerms e) { return finish(s, e, s.acc); }
+
+bool is_pow2(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 // Tensor-core chain over n terms (docs/TOLERANCES.md §4): e_j <= β e_{j−1} + K_A·A + K_F per block.
 ErrorTerms tensor_core_terms(const TensorCoreParams& p, Format in, Format acc, std::size_t n, double max_abs) {
@@ -126,6 +130,21 @@ ErrorTerms terms_impl(const AccumSpec& s, const Order& order, std::size_t n, dou
     const double g = gamma(slices, unit_roundoff(s.out, s.round));
     return compose(partials, g, static_cast<double>(2 * slices) * underflow_unit(s.out, s.round) * (1.0 + g));
   }
+  if (const auto* o = std::get_if<ThreadStrided>(&order)) {
+    // Chains in acc, then the per-thread combine and the trees in C (docs/TOLERANCES.md §1, ThreadStrided).
+    const ThreadStridedRoundings r = thread_strided_roundings(s, *o, n, dot);
+    const Format C = o->combine.value_or(s.acc);
+    const std::size_t lanes = o->split_lanes ? o->vec : 1;
+    // Operations in C: per thread A conversions and A−1 combine additions, then < T + 32 tree additions.
+    const std::size_t outer_ops = o->threads * (o->interleave * lanes + 1) + 32;
+    if (C == s.acc) {
+      const std::size_t m = r.acc + r.combine;
+      return finish(s, chain(m, 2 * n + outer_ops, u_acc, eta_acc, gamma_acc(m)), C);
+    }
+    const ErrorTerms inner = chain(r.acc, 2 * n, u_acc, eta_acc, gamma_acc(r.acc));
+    const double g = gamma(r.combine, unit_roundoff(C, s.round));
+    return finish(s, compose(inner, g, static_cast<double>(outer_ops) * underflow_unit(C, s.round) * (1.0 + g)), C);
+  }
   const std::size_t m = roundings_per_term(s, order, n, dot);
   return finish(s, chain(m, 2 * n, u_acc, eta_acc, gamma_acc(m)));
 }
@@ -171,7 +190,11 @@ std::size_t roundings_per_term(const AccumSpec& s, const Order& order, std::size
   if (const auto* o = std::get_if<Blocked>(&order)) {
     if (o->b < 1) throw std::invalid_argument("kvconf::ref bounds: Blocked block size b must be >= 1, got 0");
     const std::size_t b = std::min(o->b, n);
-    return leaf + (b - 1) + (ceil_div(n, o->b) - 1);
+    return leaf + (o->tree_inside ? ceil_log2(b) : b - 1) + (ceil_div(n, o->b) - 1);
+  }
+  if (const auto* o = std::get_if<ThreadStrided>(&order)) {
+    const ThreadStridedRoundings r = thread_strided_roundings(s, *o, n, dot);
+    return o->combine.value_or(s.acc) == s.acc ? r.acc + r.combine : r.acc;
   }
   if (const auto* o = std::get_if<SplitK>(&order)) {
     if (o->s < 1) throw std::invalid_argument("kvconf::ref bounds: SplitK slice count s must be >= 1, got 0");
@@ -181,6 +204,33 @@ std::size_t roundings_per_term(const AccumSpec& s, const Order& order, std::size
     return o->combine == SplitKCombine::accumulator ? in_slice + (ceil_div(n, L) - 1) : in_slice;
   }
   throw std::invalid_argument("kvconf::ref::roundings_per_term: the tensor-core order is not a chain of roundings");
+}
+
+ThreadStridedRoundings thread_strided_roundings(const AccumSpec& s, const ThreadStrided& o, std::size_t n, bool dot) {
+  const std::size_t T = o.threads, V = o.vec, I = o.interleave;
+  if (V < 1 || I < 1) throw std::invalid_argument("kvconf::ref bounds: ThreadStrided vec and interleave must be >= 1");
+  const bool ok = o.tree == ThreadTree::warp_first ? (T >= 1 && ((T <= 32 && is_pow2(T)) || (T % 32 == 0 && T <= 1024)))
+                                                   : (is_pow2(T) && T <= 1024);
+  if (!ok) throw std::invalid_argument("kvconf::ref bounds: ThreadStrided thread count " + std::to_string(T) + " is not allowed");
+  if (n == 0) return {};
+  const std::size_t leaf = leaf_relatively_exact(s, dot) ? 0 : 1;
+  const std::size_t G = ceil_div(n, V);
+  const std::size_t visits0 = ceil_div(G, T);  // thread 0 visits the most groups
+  const std::size_t group = std::min(V, n);    // terms in thread 0's first group
+  // Longest accumulator chain: thread 0, slot 0.
+  const std::size_t chain_len = ceil_div(visits0, I) * (o.split_lanes ? 1 : group);
+  // Accumulators of thread 0 that take a term (the others are +0; adding +0 is exact).
+  const std::size_t used = std::min(I, visits0) * (o.split_lanes ? group : 1);
+  std::size_t levels = 0;
+  if (o.tree == ThreadTree::warp_first) {
+    levels = ceil_log2(std::min<std::size_t>(T, 32));
+    if (T > 32) levels += ceil_log2(T / 32);  // additions of the +0 padding lanes are exact
+  } else {
+    levels = ceil_log2(T);
+  }
+  const Format C = o.combine.value_or(s.acc);
+  const std::size_t convert = contains(C, s.acc) ? 0 : 1;
+  return {leaf + (chain_len - 1), (used - 1) + levels + convert};
 }
 
 ErrorTerms dot_error_terms(const AccumSpec& spec, const Order& order, std::size_t n, double max_abs_operand) {

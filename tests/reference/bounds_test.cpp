@@ -109,6 +109,41 @@ TEST(Bounds, RoundingCountsPerOrder) {
   EXPECT_EQ(roundings_per_term(f16, Sequential{}, 100, false), 99u);  // a sum: leaves exact in fp16
   EXPECT_THROW(roundings_per_term(f32, TensorCore{}, 10), std::invalid_argument);
   EXPECT_THROW(roundings_per_term(f32, Blocked{0}, 10), std::invalid_argument);
+  // Blocked with a tree inside: ceil(log2 b) in the block, then the sequential sum of the blocks.
+  EXPECT_EQ(roundings_per_term(f32, Blocked{1024, true}, 4096), 10u + 3u);
+  EXPECT_EQ(roundings_per_term(f32, Blocked{1024, true}, 100), 7u);
+  // ThreadStrided (docs/TOLERANCES.md §1). llama.cpp fp32 GEMV, K = 4096, T = 256, groups of 2: thread 0's
+  // chain holds 8 visits × 2 terms (15 roundings), then log2 32 + log2 8 = 8 tree levels.
+  ThreadStrided g3;
+  g3.threads = 256;
+  g3.vec = 2;
+  EXPECT_EQ(roundings_per_term(f32, g3, 4096), 15u + 8u);
+  // half2 lanes in fp16 (8 terms each; the leaf counts: fp16 products are not exact in fp16), combined in
+  // fp32: 1 lane addition + 8 levels in fp32, reported separately.
+  ThreadStrided h2 = g3;
+  h2.split_lanes = true;
+  h2.combine = Format::fp32;
+  const ThreadStridedRoundings r = thread_strided_roundings(f16, h2, 4096);
+  EXPECT_EQ(r.acc, 1u + 7u);
+  EXPECT_EQ(r.combine, 1u + 8u);
+  EXPECT_EQ(roundings_per_term(f16, h2, 4096), 8u);
+  // PyTorch row reduction, 512 threads, float4 lanes: chains of 2, 3 lane additions, log2 512 = 9 levels.
+  ThreadStrided r1;
+  r1.threads = 512;
+  r1.vec = 4;
+  r1.split_lanes = true;
+  r1.tree = ThreadTree::block_first;
+  EXPECT_EQ(roundings_per_term(f32, r1, 4096), 1u + 3u + 9u);
+  // Few terms: K = 100, T = 64: 50 groups, thread 0 one visit of 2 terms; 5 + 1 levels (the padding is exact).
+  ThreadStrided t64 = g3;
+  t64.threads = 64;
+  EXPECT_EQ(roundings_per_term(f32, t64, 100), 1u + 6u);
+  // Combine narrower than acc: the conversion counts.
+  ThreadStrided narrow = g3;
+  narrow.combine = Format::fp16;
+  EXPECT_EQ(thread_strided_roundings(f32, narrow, 4096).combine, 8u + 1u);
+  t64.threads = 48;
+  EXPECT_THROW(roundings_per_term(f32, t64, 10), std::invalid_argument);
 }
 
 TEST(Bounds, DotTermsMatchTheFormulas) {
@@ -293,8 +328,26 @@ std::vector<SpecCase> spec_cases(Format in) {
 }
 
 std::vector<Order> orders_for(const AccumSpec& s) {
+  // GPU block reductions (notes/kernels.md §7): llama.cpp GEMV (fp32 sums; half2 lanes combined in fp32),
+  // PyTorch's row reduction (float4 lanes; vt0 = 4 interleaved accumulators), and chunked trees (R2).
+  ThreadStrided gemv;
+  gemv.threads = 64;
+  gemv.vec = 2;
+  ThreadStrided half2 = gemv;
+  half2.split_lanes = true;
+  half2.combine = Format::fp32;
+  ThreadStrided rows4;
+  rows4.threads = 32;
+  rows4.vec = 4;
+  rows4.split_lanes = true;
+  rows4.tree = ThreadTree::block_first;
+  ThreadStrided vt4;
+  vt4.threads = 64;
+  vt4.interleave = 4;
+  vt4.tree = ThreadTree::block_first;
   std::vector<Order> o{Sequential{}, Pairwise{}, Blocked{32}, SplitK{4},
-                       SplitK{3, SplitKCombine::slices_rounded_to_output}};
+                       SplitK{3, SplitKCombine::slices_rounded_to_output},
+                       Blocked{32, true}, gemv, half2, rows4, vt4};
   const bool tc_ok = (s.acc == Format::fp32 || s.acc == Format::fp16) && s.round.mode == Rounding::nearest_even &&
                      !s.round.ftz;
   if (tc_ok) {

@@ -3,7 +3,9 @@
 // the mutant unit tests (tests/conformance/) call the same functions and require that some check fails.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,11 +54,28 @@ CheckResults check_attention_cache_on_off(const kernels::AttentionKernel& k, con
 // Chunked prefill (chunks of `chunk` query rows, each over the cache filled so far) vs one shot.
 CheckResults check_attention_chunked(const kernels::AttentionKernel& k, const AttentionCase& c, std::size_t chunk,
                                      std::uint64_t seed);
+// The same for several chunk sizes at once (one oracle evaluation): one result per chunk size, in order.
+CheckResults check_attention_chunked(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                     std::span<const std::size_t> chunks, std::uint64_t seed);
 // Unused cache rows [n_kv, capacity) filled with NaN never reach the output (every kernel).
 CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, const AttentionCase& c,
                                           std::uint64_t seed);
-// Cache-invariant kernels only: the output does not change with the cache's allocated capacity.
+// Cache-invariant kernels: the output does not change with the cache's allocated capacity (capacity_bitwise).
+// Other kernels: outputs at different capacities differ by no more than the sum of their bounds (capacity_bound).
 CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c,
                                       std::uint64_t seed);
+
+// Measured cache-ON vs cache-OFF difference, no bound (the table in docs/KERNELS.md): the same runs as
+// check_projection_cache_on_off (all T rows) and check_attention_cache_on_off (the decode row).
+struct OnOffDiff {
+  std::size_t elements = 0;
+  std::size_t differing = 0;   // elements whose bits differ
+  double max_ulp = 0.0;        // max |on − off| / ulp(max(|on|, |off|)), ulps of the output format at the larger
+  double max_abs = 0.0;        // max |on − off|
+  double max_rel = 0.0;        // normwise: max |on − off| / max |off| (elementwise ratios blow up near zero)
+  std::string paths;           // the kernel paths each side took
+};
+OnOffDiff measure_projection_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);
+OnOffDiff measure_attention_on_off(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 
 }  // namespace kvconf::conformance

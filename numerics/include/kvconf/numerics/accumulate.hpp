@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,10 +42,14 @@ struct Sequential {};
 struct Pairwise {};
 
 // Blocks of b consecutive terms [0,b), [b,2b), ... (the last one holds n mod b terms when b does not
-// divide n). Each block is a sequential chain started from zero; the block results are then added
-// sequentially in acc: S = B_0, S = add(S, B_1), ...  b >= n is the sequential order.
+// divide n). Each block is a sequential chain (or, with tree_inside, the Pairwise tree of its own terms);
+// the block results are then added sequentially in acc: S = B_0, S = add(S, B_1), ...
+// b >= n is the sequential order (the pairwise order with tree_inside).
+// tree_inside models a row reduction done in fixed chunks with a tree per chunk (vLLM / Thinking Machines
+// batch-invariant RMSNorm: `sum_sq += tl.sum(chunk)` over 1024-element chunks; notes/kernels.md §7 R2).
 struct Blocked {
   std::size_t b = 32;
+  bool tree_inside = false;
 };
 
 enum class SplitKCombine {
@@ -77,14 +82,55 @@ struct TensorCore {
   TensorCoreParams params = TensorCoreParams::h100();
 };
 
-using Order = std::variant<Sequential, Pairwise, Blocked, SplitK, TensorCore>;
+// GPU block reduction of one dot product / sum by T threads (notes/kernels.md §7 G3, R1).
+//
+// Groups: the n terms are cut into G = ceil(n/vec) groups of vec consecutive terms, group g = [g·vec,
+// min((g+1)·vec, n)) (only the last group can be shorter). Thread t (0 <= t < T) visits the groups
+// g = t, t+T, t+2T, ... in that order; its j-th visit (j = 0, 1, ...) goes to accumulator slot
+// j mod interleave. Accumulators: without split_lanes one per slot, which takes the visit's terms in
+// index order; with split_lanes `vec` per slot, lane l of every group (term g·vec + l) going to accumulator
+// (slot, l). Accumulator a = slot·lanes + l (lanes = vec with split_lanes, else 1) is a sequential chain in
+// acc over the terms it takes, in visit order (leaf first, as in every order); an accumulator that takes
+// no term is +0.
+//
+// Thread result: the accumulators, each rounded to the combine format C = combine.value_or(acc) (exact when
+// C ⊇ acc), are added sequentially in C: r_t = a_0, r_t = add_C(r_t, a_1), ..., a_{A−1}.
+//
+// Trees (all additions in C; W = min(32, T); "halving" over v[0..s) means: for o = s/2, s/4, ..., 1:
+// v[l] = add_C(v[l], v[l+o]) for l < o, result v[0] — lane 0 of a __shfl_xor butterfly with offsets
+// s/2 .. 1; "adjacent" over v[0..s) means: for o = 1, 2, ..., s/2: v[l] = add_C(v[l], v[l+o]) for
+// l = 0, 2o, 4o, ..., result v[0] — lane 0 of a __shfl_down tree with offsets 1 .. s/2):
+//  - ThreadTree::warp_first (llama.cpp mul_mat_vec_f / cuBLAS-style GEMV, ggml warp_reduce_sum): warp w
+//    (threads [wW, (w+1)W)) is reduced by halving over its W values; if T > 32 the T/32 warp results,
+//    padded with +0 to 32 values (llama.cpp's zero-initialised shared buffer), are reduced by halving over
+//    32. T must be a power of two below 32, or a multiple of 32 up to 1024 (llama.cpp: 32, 64, ..., 256).
+//  - ThreadTree::block_first (PyTorch Reduce.cuh block_x_reduce): a shared-memory halving over the T thread
+//    results stopped at offset 32 (for o = T/2, ..., 32: v[l] = add_C(v[l], v[l+o]), l < o), then adjacent
+//    over the remaining min(T, 32) values. T must be a power of two up to 1024.
+// The result is rounded to out. GPU kernels start accumulators at +0 and add the first term to it; that
+// equals the leaf except for the sign of a zero, which this model (like the oracle) does not certify.
+enum class ThreadTree : std::uint8_t { warp_first, block_first };
+
+struct ThreadStrided {
+  std::size_t threads = 32;        // T
+  std::size_t vec = 1;             // terms per group (half2: 2, float4 loads: 4)
+  bool split_lanes = false;        // lane l of each group to its own accumulator (half2 lanes, float4 lanes)
+  std::size_t interleave = 1;      // accumulator slots per thread, successive visits round-robin (PyTorch vt0)
+  std::optional<Format> combine;   // format of the per-thread combine and of the trees (default: acc)
+  ThreadTree tree = ThreadTree::warp_first;
+};
+
+using Order = std::variant<Sequential, Pairwise, Blocked, SplitK, TensorCore, ThreadStrided>;
 
 // Short stable name of an order for reports and case ids: "seq", "pairwise", "blocked32",
-// "splitk4_acc", "splitk4_out", "splitk4_acc_tc16n2", "tc16n2" (k = 16, neab = 2), "tc16n2_rne", ...
+// "blocked1024_tree", "splitk4_acc", "splitk4_out", "splitk4_acc_tc16n2", "tc16n2" (k = 16, neab = 2),
+// "tc16n2_rne", "ts256v2" (256 threads, groups of 2), "ts256v2l_cfp32" (split lanes, combine in fp32),
+// "ts512v4l_bf" (block_first tree), "ts64v1i4_bf" (4 interleaved accumulators), ...
 std::string order_name(const Order& order);
 
 // x·y = Σ_i x_i·y_i in the given order. Throws std::invalid_argument when x and y differ in length,
-// b < 1, s < 1, the tensor-core parameters/formats are unsupported, or an input is not a value of spec.in.
+// b < 1, s < 1, the tensor-core parameters/formats are unsupported, a ThreadStrided thread count / vec /
+// interleave is not allowed (see ThreadStrided), or an input is not a value of spec.in.
 // n = 0 gives 0. Overflow follows spec.round (±inf, or ±max with saturate); the bounds assume none.
 // NaN or infinite inputs are not rejected: they propagate by IEEE rules (a NaN input gives a NaN result).
 double dot(const AccumSpec& spec, const Order& order, std::span<const double> x, std::span<const double> y);

@@ -48,13 +48,29 @@ double gamma(std::size_t m, double u);
 // Largest number of roundings in the accumulator format that any single term goes through, for n terms
 // of a dot product (dot = true) or a sum, in the orders that are chains of roundings (every order but the
 // tensor-core one and split-K with tensor-core slices, for which it throws std::invalid_argument). For
-// split-K with slices rounded to the output format, the out-format roundings are not counted here.
+// split-K with slices rounded to the output format, the out-format roundings are not counted here; for
+// ThreadStrided with a combine format other than acc, only the acc roundings are (see below).
 std::size_t roundings_per_term(const AccumSpec& spec, const Order& order, std::size_t n, bool dot = true);
+
+// ThreadStrided: the largest number of roundings of one term, split by format (docs/TOLERANCES.md §1).
+//   acc:     leaf + (longest accumulator chain − 1) — thread 0, slot 0: ceil(ceil(G/T)/interleave) visits,
+//            times vec terms per visit without split_lanes (G = ceil(n/vec) groups);
+//   combine: (accumulators of thread 0 that take a term − 1) + tree levels (warp_first: log2 min(T,32) +
+//            ceil(log2(T/32)) for T > 32, the +0 padding being exact; block_first: log2 T), + 1 when the
+//            combine format does not contain acc (the conversion rounds).
+// Throws std::invalid_argument for thread counts ThreadStrided does not allow.
+struct ThreadStridedRoundings {
+  std::size_t acc = 0;
+  std::size_t combine = 0;
+};
+ThreadStridedRoundings thread_strided_roundings(const AccumSpec& spec, const ThreadStrided& order, std::size_t n,
+                                                bool dot = true);
 
 // Deterministic bound of kvconf::dot(spec, order, x, y) with n = x.size(), including the final rounding to
 // spec.out:  |dot − x·y| <= rel·Σ|x_i y_i| + abs.
-//  - Sequential / Pairwise / Blocked / SplitK: γ of the number of roundings per term (products exact in
-//    acc when 2·p_in <= p_acc, so not counted), composed across the acc and out formats.
+//  - Sequential / Pairwise / Blocked / SplitK / ThreadStrided: γ of the number of roundings per term
+//    (products exact in acc when 2·p_in <= p_acc, so not counted), composed across the acc, combine and
+//    out formats.
 //  - TensorCore and SplitK with tensor-core slices: the block-FMA recurrence of docs/TOLERANCES.md §4
 //    (truncation to 2^(E−23−neab), RZ or RNE per block, c in the alignment, chained).
 // max_abs_operand (max_i max(|x_i|, |y_i|)) only enters the tensor-core bound, through subnormal inputs

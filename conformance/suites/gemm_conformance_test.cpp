@@ -1,0 +1,43 @@
+// Cpu/GemmConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every GEMM kernel of
+// the registry on every GEMM case; Cpu/GemmConformanceSeeds.SlowManySeeds: the same over 20 seeds per case.
+#include "suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+namespace {
+
+using GemmParam = Param<kernels::GemmKernel, GemmCase>;
+
+class GemmConformance : public ::testing::TestWithParam<GemmParam> {};
+
+TEST_P(GemmConformance, MatchesOracle) {
+  const auto& [k, c] = GetParam();
+  if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
+  const auto r = check_gemm_matches_oracle(*k, c, seed_for("gemm_oracle", c.id()));
+  record(r);
+  expect_pass(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, GemmConformance, ::testing::ValuesIn(all_pairs(registry().gemm(), gemm_cases())),
+                         ParamName{});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GemmConformance);
+
+class GemmConformanceSeeds : public ::testing::TestWithParam<GemmParam> {};
+
+TEST_P(GemmConformanceSeeds, SlowManySeeds) {
+  const auto& [k, c] = GetParam();
+  if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
+  sweep("gemm_oracle", c.id(), [&](std::uint64_t seed) { return check_gemm_matches_oracle(*k, c, seed); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, GemmConformanceSeeds,
+                         ::testing::ValuesIn(pairs_for_ids(registry().gemm(), gemm_cases(),
+                                                           {"m1_n256_k1024_normal", "m33_n64_k4096_normal",
+                                                            "m8_n64_k2048_wide_range", "m1_n64_k4096_same_sign"})),
+                         ParamName{});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GemmConformanceSeeds);
+
+// The suite is only as good as the registry it runs over.
+TEST(GemmConformanceRegistry, HasCpuKernels) { EXPECT_FALSE(registry().gemm().empty()) << "no CPU GEMM kernels registered"; }
+
+}  // namespace
+}  // namespace kvconf::conformance::suite

@@ -1,0 +1,47 @@
+// Cpu/ProjectionConformance.CacheOnMatchesCacheOff/<kernel>__<case>: rule 2 for projections — the K/V rows of a
+// sequence from the prompt prefill (M = prompt) and decode steps (M = 1) vs the full-prefix GEMM (M = total),
+// within the sum of the two paths' bounds, bitwise for cache-invariant kernels; plus the 20-seed sweep.
+#include "suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+namespace {
+
+using ProjParam = Param<kernels::GemmKernel, ProjectionCase>;
+
+kernels::Reason unsupported(const kernels::GemmKernel& k, const ProjectionCase& c) {
+  for (std::size_t m : {c.total, c.prompt, std::size_t{1}})
+    if (auto why = k.supports({m, c.n, c.k})) return why;
+  return std::nullopt;
+}
+
+class ProjectionConformance : public ::testing::TestWithParam<ProjParam> {};
+
+TEST_P(ProjectionConformance, CacheOnMatchesCacheOff) {
+  const auto& [k, c] = GetParam();
+  if (auto why = unsupported(*k, c)) GTEST_SKIP() << *why;
+  const auto r = check_projection_cache_on_off(*k, c, seed_for("projection_on_off", c.id()));
+  record(r);
+  expect_pass(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ProjectionConformance,
+                         ::testing::ValuesIn(all_pairs(registry().gemm(), projection_cases())), ParamName{});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ProjectionConformance);
+
+class ProjectionConformanceSeeds : public ::testing::TestWithParam<ProjParam> {};
+
+TEST_P(ProjectionConformanceSeeds, SlowManySeeds) {
+  const auto& [k, c] = GetParam();
+  if (auto why = unsupported(*k, c)) GTEST_SKIP() << *why;
+  sweep("projection_on_off", c.id(), [&](std::uint64_t seed) { return check_projection_cache_on_off(*k, c, seed); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ProjectionConformanceSeeds,
+                         ::testing::ValuesIn(pairs_for_ids(registry().gemm(), projection_cases(),
+                                                           {"p8_t16_n256_k1024_normal", "p5_t9_n128_k4096_normal",
+                                                            "p4_t8_n64_k2048_wide_range"})),
+                         ParamName{});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ProjectionConformanceSeeds);
+
+}  // namespace
+}  // namespace kvconf::conformance::suite

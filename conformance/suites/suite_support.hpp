@@ -1,0 +1,151 @@
+// Shared by the conformance suites: the CPU registry they instantiate over, (kernel, case) parameters and their
+// test names (`<kernel>__<case_id>`, non-alphanumerics as `_`, `__Slow` appended for slow cases so that
+// kvconf_add_test gives them the `slow` label), recording CheckResults as test properties, and the seed sweep.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/cases.hpp"
+#include "kvconf/conformance/checks.hpp"
+#include "kvconf/kernels/registry.hpp"
+
+namespace kvconf::conformance::suite {
+
+inline const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::cpu_registry();
+  return r;
+}
+
+inline std::string sanitize(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return out;
+}
+
+// One (kernel, case) pair; K is GemmKernel, NormKernel or AttentionKernel, C the matching case.
+template <class K, class C>
+struct Param {
+  const K* kernel = nullptr;
+  C c;
+};
+
+template <class K, class C>
+void PrintTo(const Param<K, C>& p, std::ostream* os) {
+  *os << p.kernel->info.name << " on " << p.c.id() << (p.c.slow ? " (slow)" : "");
+}
+
+// Every kernel × every case.
+template <class K, class C>
+std::vector<Param<K, C>> all_pairs(const std::vector<K>& kernels, const std::vector<C>& cases) {
+  std::vector<Param<K, C>> v;
+  for (const K& k : kernels)
+    for (const C& c : cases) v.push_back({&k, c});
+  return v;
+}
+
+// Every kernel × the cases whose ids are listed (a listed id missing from the table is a test-table bug).
+template <class K, class C>
+std::vector<Param<K, C>> pairs_for_ids(const std::vector<K>& kernels, const std::vector<C>& cases,
+                                       const std::vector<std::string>& ids) {
+  std::vector<C> picked;
+  for (const auto& id : ids) {
+    bool found = false;
+    for (const C& c : cases)
+      if (c.id() == id) {
+        picked.push_back(c);
+        found = true;
+      }
+    if (!found) {
+      std::fprintf(stderr, "kvconf conformance: representative case '%s' is not in the case table\n", id.c_str());
+      std::abort();
+    }
+  }
+  return all_pairs(kernels, picked);
+}
+
+struct ParamName {
+  template <class P>
+  std::string operator()(const ::testing::TestParamInfo<P>& info) const {
+    return sanitize(info.param.kernel->info.name) + "__" + sanitize(info.param.c.id()) +
+           (info.param.c.slow ? "__Slow" : "");
+  }
+};
+
+inline std::string num17(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+// "<rule>[.<qualifier>].error|bound|headroom|seed" properties for every result, and the results on stdout.
+inline void record(const CheckResults& results, const std::vector<std::string>& qualifiers = {}) {
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const CheckResult& r = results[i];
+    const std::string key = r.rule + (i < qualifiers.size() && !qualifiers[i].empty() ? "." + qualifiers[i] : "");
+    ::testing::Test::RecordProperty(key + ".error", num17(r.error));
+    ::testing::Test::RecordProperty(key + ".bound", num17(r.bound));
+    ::testing::Test::RecordProperty(key + ".headroom", num17(r.headroom));
+    ::testing::Test::RecordProperty(key + ".seed", std::to_string(r.seed));
+  }
+  std::printf("%s", describe(results).c_str());
+}
+
+inline void expect_pass(const CheckResults& results) {
+  EXPECT_FALSE(results.empty()) << "no check ran";
+  EXPECT_TRUE(all_pass(results)) << describe(results);
+}
+
+// The seed sweep of DESIGN.md rule 5 ("correct kernels pass across many seeds"): seed i of a (rule, case) is
+// seed_for(rule, id) for i = 0 and a splitmix64 step of it for i > 0 (KVCONF_SEED moves the whole sweep).
+inline constexpr int kSweepSeeds = 20;
+inline std::uint64_t sweep_seed(std::uint64_t base, int i) {
+  if (i == 0) return base;
+  std::uint64_t z = base + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Runs check(seed) for kSweepSeeds seeds; records, per rule, the result with the least headroom over the sweep
+// (plus "<rule>.seeds_failed"), and expects every result of every seed to pass.
+template <class Check>
+void sweep(const std::string& rule_key, const std::string& case_id, Check check) {
+  const std::uint64_t base = seed_for(rule_key, case_id);
+  CheckResults worst;       // per rule, the result with the least headroom
+  std::vector<int> failed;  // per rule, the seeds it failed for
+  std::string failures;
+  for (int i = 0; i < kSweepSeeds; ++i) {
+    for (const CheckResult& r : check(sweep_seed(base, i))) {
+      std::size_t j = 0;
+      while (j < worst.size() && worst[j].rule != r.rule) ++j;
+      if (j == worst.size()) {
+        worst.push_back(r);
+        failed.push_back(0);
+      } else if (!(r.headroom >= worst[j].headroom)) {
+        worst[j] = r;
+      }
+      if (!r.pass) {
+        ++failed[j];
+        failures += describe({r});
+      }
+    }
+  }
+  record(worst, std::vector<std::string>(worst.size(), "min_over_" + std::to_string(kSweepSeeds) + "_seeds"));
+  for (std::size_t j = 0; j < worst.size(); ++j)
+    ::testing::Test::RecordProperty(worst[j].rule + ".seeds_failed", std::to_string(failed[j]));
+  EXPECT_FALSE(worst.empty()) << "no check ran";
+  EXPECT_TRUE(failures.empty()) << rule_key << " on " << case_id << " failed for some of " << kSweepSeeds
+                                << " seeds:\n"
+                                << failures;
+}
+
+}  // namespace kvconf::conformance::suite
