@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/numerics/format.hpp"
@@ -86,7 +87,8 @@ double ulp_error(Format f, double a, double b) {
 double headroom(double error, double bound) {
   if (std::isnan(error) || std::isnan(bound)) return -kInf;
   if (error <= bound) {
-    if (bound == 0.0 || std::isinf(bound)) return 1.0;
+    if (std::isinf(bound)) return -kInf;  // a vacuous bound checks nothing (the result fails)
+    if (bound == 0.0) return 1.0;
     return (bound - error) / bound;
   }
   if (bound == 0.0 || std::isinf(error)) return -kInf;
@@ -104,10 +106,11 @@ CheckResult bound_result(std::string rule, double error, double bound, std::uint
   r.rule = std::move(rule);
   r.error = error;
   r.bound = bound;
-  r.pass = !std::isnan(error) && !std::isnan(bound) && error <= bound;
+  r.pass = !std::isnan(error) && !std::isnan(bound) && !std::isinf(bound) && error <= bound;
   r.headroom = headroom(error, bound);
   r.seed = seed;
   r.detail = std::move(detail);
+  if (std::isinf(bound)) r.detail = "vacuous bound (+inf): nothing is checked; " + r.detail;
   return r;
 }
 
@@ -303,3 +306,17 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
 
 }  // namespace detail
 }  // namespace kvconf::conformance
+
+namespace kvconf::conformance::detail {
+
+ref::ErrorTerms reduction_terms(const AccumSpec& spec, const Order& order, std::size_t n, double max_abs) {
+  const ref::ErrorTerms t = ref::dot_error_terms(spec, order, n, max_abs);
+  if (std::isfinite(t.rel) && std::isfinite(t.abs)) return t;
+  try {
+    return ref::probabilistic_dot_error_terms(spec, order, n, kProbabilisticFailure);
+  } catch (const std::invalid_argument&) {
+    return t;  // directed rounding or tensor cores: no probabilistic bound; stays vacuous
+  }
+}
+
+}  // namespace kvconf::conformance::detail

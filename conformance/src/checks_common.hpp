@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvconf/conformance/checks.hpp"
+#include "kvconf/reference/bounds.hpp"
 #include "kvconf/kernels/kernel.hpp"
 
 namespace kvconf::conformance::detail {
@@ -37,7 +38,15 @@ inline double two_sided_factor(double softcap) { return softcap > 0.0 ? 3.0 : 2.
 // --- Results -----------------------------------------------------------------------------------
 // (bound − error)/bound; 1 when bound is 0 or +inf and error <= bound; −inf when error is NaN.
 double headroom(double error, double bound);
+// A bound of +inf checks nothing: such a result fails with "vacuous bound" in its detail.
 CheckResult bound_result(std::string rule, double error, double bound, std::uint64_t seed, std::string detail);
+
+// Error terms of one reduction: the deterministic bound, or, where it is vacuous (γ_m with m·u >= 1, e.g.
+// fp16 accumulation over K = 4096) and the order allows it (round to nearest, no tensor cores), the
+// Higham–Mary probabilistic bound with failure probability kProbabilisticFailure per element
+// (docs/CONFORMANCE.md). Still +inf when neither applies.
+inline constexpr double kProbabilisticFailure = 1e-12;
+ref::ErrorTerms reduction_terms(const AccumSpec& spec, const Order& order, std::size_t n, double max_abs);
 // Bitwise rules: pass iff error == 0; bound 0; headroom 1 or −inf.
 CheckResult bitwise_result(std::string rule, double error, std::uint64_t seed, std::string detail);
 // The kernel refused a call shape the rule needs (a failure: the suites skip unsupported cases before calling).

@@ -80,7 +80,7 @@ CheckResults check_gemm_matches_oracle(const kernels::GemmKernel& kern, const Ge
   opt.out = out;
   const ref::ProjectionResult orc =
       ref::project(detail::to_double(inp.x), detail::to_double(inp.w), sh.m, sh.k, sh.n, in, opt);
-  const ref::ErrorTerms terms = ref::dot_error_terms(path.spec, path.order, sh.k, max_abs(inp.x, inp.w));
+  const ref::ErrorTerms terms = detail::reduction_terms(path.spec, path.order, sh.k, max_abs(inp.x, inp.w));
 
   detail::Worst kernel_err, naive_err;
   double max_oracle = 0.0;
@@ -175,7 +175,7 @@ CheckResults check_projection_cache_on_off(const kernels::GemmKernel& kern, cons
     const double mx = max_abs(r.inp.x, r.inp.w);
     auto terms = [&](const kernels::GemmShape& s) {
       const kernels::GemmPath p = kern.path(s);
-      return ref::dot_error_terms(p.spec, p.order, k, mx);
+      return detail::reduction_terms(p.spec, p.order, k, mx);
     };
     t_off = terms(r.off_shape);
     t_pre = terms(r.prefill_shape);

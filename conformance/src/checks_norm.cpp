@@ -60,7 +60,7 @@ CheckResults check_norm_matches_oracle(const kernels::NormKernel& kern, const No
                                                static_cast<double>(c.params.eps), c.params.one_plus_weight, in, opt);
   double max_x = 0.0;
   for (float v : x) max_x = std::max(max_x, static_cast<double>(std::fabs(v)));
-  const ref::ErrorTerms sum_terms = ref::dot_error_terms(path.spec, path.order, s.d, max_x);
+  const ref::ErrorTerms sum_terms = detail::reduction_terms(path.spec, path.order, s.d, max_x);
 
   std::vector<float> naive(s.rows * s.d);
   naive_rms_norm(kern.info.partial, out, s, c.params, x, w, naive);
