@@ -89,6 +89,19 @@ struct FlashArgs {
   std::optional<Format> p_cast;      // weights rounded to this before PV (nullopt: fp32 kernel)
 };
 
+// The FlashArgs of a call with KV blocks of bc keys (kt and v are set per KV head by the caller).
+inline FlashArgs flash_args(const Dims& D, Format f, const AttentionCall& c, std::size_t bc) {
+  FlashArgs a;
+  a.d = D.d;
+  a.dv = D.dv;
+  a.bc = bc;
+  a.v_stride = D.kv_heads * D.dv;
+  a.scale = static_cast<float>(c.params.scale);
+  a.softcap = static_cast<float>(c.params.softcap);
+  if (f != Format::fp32) a.p_cast = f;
+  return a;
+}
+
 struct FlashScratch {
   std::vector<float> s, p;  // (bc)
   void reserve(std::size_t bc) {

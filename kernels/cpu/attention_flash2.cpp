@@ -90,14 +90,7 @@ Reason flash2_reason(const AttentionCall& c) {
 void flash2_standard_run(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
                          std::span<const float> k, std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
-  FlashArgs a;
-  a.d = D.d;
-  a.dv = D.dv;
-  a.bc = fa2_standard_bc(D.d);
-  a.v_stride = D.kv_heads * D.dv;
-  a.scale = static_cast<float>(c.params.scale);
-  a.softcap = static_cast<float>(c.params.softcap);
-  if (f != Format::fp32) a.p_cast = f;
+  FlashArgs a = flash_args(D, f, c, fa2_standard_bc(D.d));
   KeysT kt;
   a.kt = &kt;
   FlashScratch sc;

@@ -75,14 +75,7 @@ void run_decode(const char* who, Format f, const AttentionCall& c, std::span<con
                 std::span<const float> k, std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
   const SplitPlan sp = plan(c);
-  FlashArgs a;
-  a.d = D.d;
-  a.dv = D.dv;
-  a.bc = sp.bn;
-  a.v_stride = D.kv_heads * D.dv;
-  a.scale = static_cast<float>(c.params.scale);
-  a.softcap = static_cast<float>(c.params.softcap);
-  if (f != Format::fp32) a.p_cast = f;
+  FlashArgs a = flash_args(D, f, c, sp.bn);
   KeysT kt;
   a.kt = &kt;
   FlashScratch sc;
