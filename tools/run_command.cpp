@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "atomic_file.hpp"
+#include "kvconf/engine/atomic_file.hpp"
 #include "selfcheck.hpp"
 
 namespace kvconf::tools {
+
+using engine::write_file_atomic;
 
 int run_command(const RunOptions& o) {
   std::vector<SelfCheck> checks;

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "atomic_file.hpp"
+#include "kvconf/engine/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -21,9 +21,9 @@ std::string slurp(const fs::path& p) {
 TEST(AtomicFile, WritesAndReplacesWithoutLeavingTemporaries) {
   const fs::path dir = fs::temp_directory_path() / "kvconf_atomic_test";
   fs::remove_all(dir);
-  kvconf::tools::write_file_atomic(dir / "sub" / "a.json", "first");
+  kvconf::engine::write_file_atomic(dir / "sub" / "a.json", "first");
   EXPECT_EQ(slurp(dir / "sub" / "a.json"), "first");
-  kvconf::tools::write_file_atomic(dir / "sub" / "a.json", "second");
+  kvconf::engine::write_file_atomic(dir / "sub" / "a.json", "second");
   EXPECT_EQ(slurp(dir / "sub" / "a.json"), "second");
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir / "sub")) files += e.is_regular_file();
@@ -34,9 +34,9 @@ TEST(AtomicFile, WritesAndReplacesWithoutLeavingTemporaries) {
 TEST(AtomicFile, UnwritablePathThrowsNamingThePath) {
   // A path under a regular file cannot be created.
   const fs::path file = fs::temp_directory_path() / "kvconf_atomic_blocker";
-  kvconf::tools::write_file_atomic(file, "x");
+  kvconf::engine::write_file_atomic(file, "x");
   try {
-    kvconf::tools::write_file_atomic(file / "report.json", "y");
+    kvconf::engine::write_file_atomic(file / "report.json", "y");
     FAIL() << "expected std::runtime_error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("kvconf_atomic_blocker"), std::string::npos) << e.what();

@@ -1,5 +1,5 @@
 // Atomic file writes (temp file + fsync + rename) for reports and results.
-#include "atomic_file.hpp"
+#include "kvconf/engine/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace kvconf::tools {
+namespace kvconf::engine {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   const auto fail = [&](const std::string& what) {
@@ -44,4 +44,4 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   }
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::engine

@@ -1,0 +1,122 @@
+// A Context is a model under a profile plus its KV cache. Cache-ON: prefill(tokens) then decode(token), each call a
+// forward over only the new rows against the cached K/V. Cache-OFF: recompute(tokens), a fresh forward over the whole
+// prefix with a cache of exactly that many rows, as HF generate(use_cache=False) does at every step. Both return the
+// full-vocabulary logits of the last row. Hooks capture hidden states and every intermediate, patch the residual
+// stream (activation patching) and the cache rows (KV-cache patching) — the tools of the seed paper's §6.5.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvconf/engine/model.hpp"
+#include "kvconf/engine/profile.hpp"
+
+namespace kvconf::engine {
+
+// Per layer K and V rows (post-RoPE K), in the storage format.
+struct KvCache {
+  std::size_t capacity = 0;  // rows allocated per layer
+  std::size_t n = 0;         // rows filled
+  std::size_t kv_dim = 0;    // n_kv_heads · head_dim
+  std::vector<std::vector<float>> k, v;  // n_layers × (capacity, n_kv_heads, head_dim)
+};
+
+// One layer's intermediates for the rows of one call (n rows), as the forward computed them.
+struct LayerTrace {
+  std::vector<float> x_in;         // (n, hidden) residual stream entering the layer
+  std::vector<float> attn_in;      // (n, hidden) input_layernorm(x_in)
+  std::vector<float> q, k, v;      // (n, n_heads·d), (n, kv_dim), (n, kv_dim) projections
+  std::vector<float> q_rope, k_rope;  // the same after RoPE
+  std::vector<float> attn;         // (n, n_heads·d) attention output
+  std::vector<float> o;            // (n, hidden) o_proj(attn)
+  std::vector<float> o_normed;     // (n, hidden) Gemma-2: post_attention_layernorm(o); empty otherwise
+  std::vector<float> h_mid;        // (n, hidden) x_in + o (Gemma-2: + o_normed)
+  std::vector<float> mlp_in;       // (n, hidden) post_attention_layernorm / pre_feedforward_layernorm(h_mid)
+  std::vector<float> gate, up;     // (n, intermediate)
+  std::vector<float> act;          // (n, intermediate) silu(gate) or gelu_tanh(gate)
+  std::vector<float> prod;         // (n, intermediate) act · up
+  std::vector<float> down;         // (n, hidden) down_proj(prod)
+  std::vector<float> down_normed;  // (n, hidden) Gemma-2: post_feedforward_layernorm(down); empty otherwise
+  std::vector<float> x_out;        // (n, hidden) h_mid + down (Gemma-2: + down_normed)
+};
+
+struct Trace {
+  std::size_t rows = 0;                    // rows of the call
+  std::size_t pos0 = 0;                    // absolute position of its first row
+  std::vector<std::vector<float>> hidden;  // n_layers + 1 entries of (rows, hidden): [0] embeddings (scaled for
+                                           // Gemma), [l + 1] the residual stream after layer l
+  std::vector<float> final_normed;         // (hidden) the last row after the final norm
+  std::vector<LayerTrace> layers;          // n_layers entries when capture_layers
+};
+
+// Activation patching: after layer `layer`, the residual stream of the call's last row becomes `row` (hidden values).
+struct ResidualPatch {
+  std::size_t layer = 0;
+  std::vector<float> row;
+};
+
+struct ForwardOptions {
+  bool capture_hidden = false;  // fill Trace::hidden
+  bool capture_layers = false;  // fill Trace::layers
+  std::vector<ResidualPatch> patches;
+};
+
+// Planted engine bugs for the mutant tests (tests/engine): kvconf never sets them itself.
+enum class Fault : std::uint8_t {
+  none,
+  rope_decode_off_by_one,  // decode rotates q and k at position pos + 1
+  shifted_cache_row,       // decode writes the new K/V row at pos − 1 (the old row is lost, row pos stays empty)
+  window_recompute_only,   // the cached path (prefill + decode) ignores the sliding window
+  softcap_missing_decode,  // decode attention without the logit softcap
+  gqa_modulo_decode,       // decode maps q head h to kv head h mod n_kv (instead of h / group)
+};
+const char* fault_name(Fault f);
+std::vector<Fault> all_faults();  // every fault except none
+
+struct ContextOptions {
+  std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept
+  Fault fault = Fault::none;
+};
+
+class Context {
+ public:
+  // The model and the registry behind `kernels` must outlive the context.
+  Context(const Model& model, ProfileKernels kernels, ContextOptions options = {});
+
+  // Cache-ON. prefill appends tokens.size() rows (a chunk: call it again to prefill in chunks); decode appends one.
+  std::vector<float> prefill(std::span<const int> tokens, const ForwardOptions& o = {});
+  std::vector<float> decode(int token, const ForwardOptions& o = {});
+
+  // Cache-OFF: a fresh forward over all of `tokens`; this context's own cache is not touched.
+  std::vector<float> recompute(std::span<const int> tokens, const ForwardOptions& o = {});
+
+  const Trace& trace() const { return trace_; }  // of the last call
+  std::size_t n_cached() const { return cache_.n; }
+  const KvCache& cache() const { return cache_; }                     // snapshot by copying
+  const KvCache& last_recompute_cache() const { return recompute_cache_; }
+  // KV-cache patching: rows [row_begin, row_end) of `layer` (all layers when layer == npos) copied from `src`.
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  void patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end);
+  void reset();
+
+  const Model& model() const { return *model_; }
+  const ProfileKernels& kernels() const { return kernels_; }
+  const ContextOptions& options() const { return options_; }
+
+ private:
+  std::vector<float> forward(std::span<const int> tokens, KvCache& cache, bool cached_path, const ForwardOptions& o);
+  const Model* model_;
+  ProfileKernels kernels_;
+  ContextOptions options_;
+  KvCache cache_;
+  KvCache recompute_cache_;
+  Trace trace_;
+};
+
+// An empty cache shaped for `m` with `capacity` rows per layer.
+KvCache make_cache(const ModelConfig& c, std::size_t capacity);
+
+}  // namespace kvconf::engine
