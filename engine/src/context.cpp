@@ -1,1 +1,90 @@
-// placeholder (being written)
+// Context: cache-ON (prefill + decode over a persistent KV cache) and cache-OFF (recompute: a fresh forward over the
+// whole prefix), KV-cache snapshots and patching, and the engine faults' names.
+#include "kvconf/engine/context.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "forward.hpp"
+
+namespace kvconf::engine {
+
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::none: return "none";
+    case Fault::rope_decode_off_by_one: return "rope_decode_off_by_one";
+    case Fault::shifted_cache_row: return "shifted_cache_row";
+    case Fault::window_recompute_only: return "window_recompute_only";
+    case Fault::softcap_missing_decode: return "softcap_missing_decode";
+    case Fault::gqa_modulo_decode: return "gqa_modulo_decode";
+  }
+  return "?";
+}
+
+std::vector<Fault> all_faults() {
+  return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
+          Fault::softcap_missing_decode, Fault::gqa_modulo_decode};
+}
+
+KvCache make_cache(const ModelConfig& c, std::size_t capacity) {
+  KvCache cache;
+  cache.capacity = capacity;
+  cache.kv_dim = c.kv_dim();
+  cache.k.assign(c.n_layers, std::vector<float>(capacity * cache.kv_dim, 0.0f));
+  cache.v.assign(c.n_layers, std::vector<float>(capacity * cache.kv_dim, 0.0f));
+  return cache;
+}
+
+Context::Context(const Model& model, ProfileKernels kernels, ContextOptions options)
+    : model_(&model), kernels_(std::move(kernels)), options_(options) {
+  if (!kernels_.gemm || !kernels_.attn_prefill || !kernels_.attn_decode || !kernels_.norm)
+    throw std::invalid_argument("kvconf::engine::Context: the profile's kernels are not resolved (use engine::resolve)");
+  if (kernels_.profile.storage != model.storage)
+    throw std::invalid_argument("kvconf::engine::Context: the model is stored in " + std::string(kvconf::name(model.storage)) +
+                                " but profile '" + kernels_.profile.name + "' runs in " +
+                                std::string(kvconf::name(kernels_.profile.storage)) +
+                                " (load or convert the model to the profile's storage format)");
+  reset();
+}
+
+void Context::reset() {
+  cache_ = make_cache(model_->config, options_.capacity == 0 ? 64 : options_.capacity);
+  trace_ = Trace{};
+}
+
+std::vector<float> Context::prefill(std::span<const int> tokens, const ForwardOptions& o) {
+  return forward_rows(*model_, kernels_, cache_, ForwardCall{tokens, true, options_.fault}, o, trace_);
+}
+
+std::vector<float> Context::decode(int token, const ForwardOptions& o) {
+  if (cache_.n == 0) throw std::invalid_argument("kvconf::engine::Context::decode: nothing prefilled yet");
+  const int t[1] = {token};
+  return forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault}, o, trace_);
+}
+
+std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {
+  recompute_cache_ = make_cache(model_->config, tokens.size());
+  return forward_rows(*model_, kernels_, recompute_cache_, ForwardCall{tokens, false, options_.fault}, o, trace_);
+}
+
+void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end) {
+  const std::size_t L = model_->config.n_layers;
+  if (src.kv_dim != cache_.kv_dim || src.k.size() != L)
+    throw std::invalid_argument("kvconf::engine::Context::patch_cache: the source cache has another shape");
+  if (row_begin > row_end || row_end > src.n || row_end > cache_.n)
+    throw std::invalid_argument("kvconf::engine::Context::patch_cache: rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_end) + ") not filled in both caches (source " +
+                                std::to_string(src.n) + ", this " + std::to_string(cache_.n) + ")");
+  if (layer != npos && layer >= L)
+    throw std::invalid_argument("kvconf::engine::Context::patch_cache: layer " + std::to_string(layer) + " >= " +
+                                std::to_string(L));
+  const std::size_t kvd = cache_.kv_dim;
+  for (std::size_t l = 0; l < L; ++l) {
+    if (layer != npos && l != layer) continue;
+    std::copy(src.k[l].begin() + row_begin * kvd, src.k[l].begin() + row_end * kvd, cache_.k[l].begin() + row_begin * kvd);
+    std::copy(src.v[l].begin() + row_begin * kvd, src.v[l].begin() + row_end * kvd, cache_.v[l].begin() + row_begin * kvd);
+  }
+}
+
+}  // namespace kvconf::engine

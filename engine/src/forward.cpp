@@ -1,1 +1,193 @@
-// placeholder (being written)
+// The decoder forward pass, checked against the published model code (HF transformers modeling_llama.py,
+// modeling_mistral.py, modeling_gemma2.py; llama2.c run.c):
+// - Llama/Mistral layer: h = x + o_proj(attn(rope(q), rope(k), v)) on input_layernorm(x); out = h + down(silu(gate)·up)
+//   on post_attention_layernorm(h). Gemma-2 adds post-norms: h = x + post_attention_layernorm(o), out = h +
+//   post_feedforward_layernorm(down(gelu_tanh(gate)·up)) with the MLP on pre_feedforward_layernorm(h); its norms use
+//   (1 + w) in fp32 (Gemma2RMSNorm), the embeddings are multiplied by fl(√hidden) in the model dtype, the attention
+//   scale is query_pre_attn_scalar^-1/2, logits are soft-capped in attention (tanh(s/50)·50, before the mask) and at
+//   the output (tanh(z/30)·30), and even layers use the sliding window (Gemma2DecoderLayer.is_sliding).
+// - GQA: q head h reads kv head h / (n_heads / n_kv_heads) (repeat_kv), inside the attention kernels.
+// - The final norm runs over every row of the call, as HF's model.norm does; the LM head runs on the last row only
+//   (generate() passes logits_to_keep = 1 in current transformers), with M = 1 in both paths.
+#include "forward.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kvconf/engine/error.hpp"
+#include "kvconf/kernels/fast_fp.hpp"
+#include "ops.hpp"
+
+namespace kvconf::engine {
+namespace {
+
+using Vec = std::vector<float>;
+
+// y: (m, n) = x: (m, k) · wᵀ, w: (n, k).
+Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<const float> w, std::size_t m,
+           std::size_t n, std::size_t k) {
+  Vec y(m * n);
+  g.run(kernels::GemmShape{m, n, k}, x, w, y);
+  return y;
+}
+
+// y: (rows, d) = RMSNorm(x: (rows, d)) with weight w: (d).
+Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<const float> x, std::span<const float> w,
+             std::size_t rows) {
+  Vec y(rows * c.hidden);
+  kernels::NormParams p;
+  p.eps = static_cast<float>(c.rms_eps);
+  p.one_plus_weight = c.norm_one_plus_weight;
+  nk.run(kernels::NormShape{rows, c.hidden}, p, x, w, y);
+  return y;
+}
+
+void grow(KvCache& cache, std::size_t rows) {
+  if (rows <= cache.capacity) return;
+  std::size_t cap = std::max<std::size_t>(cache.capacity, 1);
+  while (cap < rows) cap *= 2;
+  for (auto* side : {&cache.k, &cache.v})
+    for (Vec& layer : *side) layer.resize(cap * cache.kv_dim, 0.0f);
+  cache.capacity = cap;
+}
+
+// The attention call of layer `l` for n rows at pos0, with the fault's change to the cached path.
+kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::size_t n, std::size_t pos0,
+                                      std::size_t capacity, const ForwardCall& call) {
+  kernels::AttentionCall a;
+  a.shape = {n, pos0 + n, c.n_heads, c.n_kv_heads, c.head_dim, c.head_dim};
+  a.params.q_offset = static_cast<std::int64_t>(pos0);
+  a.params.causal = true;
+  a.params.window = c.layer_is_sliding(l) ? static_cast<std::int64_t>(c.sliding_window) : 0;
+  a.params.scale = static_cast<double>(static_cast<float>(c.attn_scale()));
+  a.params.softcap = c.attn_softcap;
+  a.capacity = capacity;
+  const bool decode = call.cached_path && n == 1;
+  if (call.cached_path && call.fault == Fault::window_recompute_only) a.params.window = 0;
+  if (decode && call.fault == Fault::softcap_missing_decode) a.params.softcap = 0.0;
+  return a;
+}
+
+// Planted bug gqa_modulo_decode: q head h reads kv head h mod n_kv. The kernel maps head h' to kv head h' / G, so
+// q head j + i·n_kv goes to slot j·G + i (kv head j) and the output comes back the same way.
+void attention_gqa_modulo(const kernels::AttentionKernel& ak, const kernels::AttentionCall& a, const Vec& q,
+                          const Vec& kc, const Vec& vc, Vec& out) {
+  const std::size_t H = a.shape.n_heads, KV = a.shape.n_kv_heads, G = H / KV, d = a.shape.d;
+  Vec qp(q.size()), op(out.size());
+  auto slot = [&](std::size_t h) { return (h % KV) * G + h / KV; };
+  for (std::size_t h = 0; h < H; ++h) std::copy_n(q.begin() + h * d, d, qp.begin() + slot(h) * d);
+  ak.run(a, qp, kc, vc, op);
+  for (std::size_t h = 0; h < H; ++h) std::copy_n(op.begin() + slot(h) * d, d, out.begin() + h * d);
+}
+
+}  // namespace
+
+std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache& cache, const ForwardCall& call,
+                                const ForwardOptions& o, Trace& trace) {
+  const ModelConfig& c = m.config;
+  const Format f = m.storage;
+  const std::size_t n = call.tokens.size(), D = c.hidden, pos0 = cache.n;
+  if (n == 0) throw std::invalid_argument("kvconf::engine: a forward call needs at least one token");
+  for (const int t : call.tokens)
+    if (t < 0 || static_cast<std::size_t>(t) >= c.vocab)
+      throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                  std::to_string(c.vocab) + ")");
+  const bool decode = call.cached_path && n == 1 && pos0 > 0;
+  grow(cache, pos0 + n);
+
+  trace = Trace{};
+  trace.rows = n;
+  trace.pos0 = pos0;
+  const bool keep_hidden = o.capture_hidden;
+
+  // x: (n, D) embeddings (Gemma: · fl(√hidden) in the model dtype).
+  Vec x(n * D);
+  for (std::size_t r = 0; r < n; ++r)
+    std::copy_n(m.embed.begin() + static_cast<std::size_t>(call.tokens[r]) * D, D, x.begin() + r * D);
+  if (c.scale_embeddings) ops::scale(f, x, kernels::round_double(f, std::sqrt(static_cast<double>(D))));
+  if (keep_hidden) trace.hidden.push_back(x);
+
+  std::vector<std::size_t> positions(n);
+  for (std::size_t r = 0; r < n; ++r) positions[r] = pos0 + r;
+  std::vector<std::size_t> rope_positions = positions;
+  if (decode && call.fault == Fault::rope_decode_off_by_one) rope_positions[0] += 1;
+  const std::size_t write_row = (decode && call.fault == Fault::shifted_cache_row) ? pos0 - 1 : pos0;
+
+  const std::size_t qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
+  const kernels::AttentionKernel& ak = (n == 1) ? *k.attn_decode : *k.attn_prefill;
+  for (std::size_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = m.layers[l];
+    LayerTrace lt;
+    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n);
+    Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
+    Vec kk = linear(*k.gemm, attn_in, w.wk, n, kvd, D); // (n, KV, d)
+    Vec v = linear(*k.gemm, attn_in, w.wv, n, kvd, D);  // (n, KV, d)
+    if (o.capture_layers) lt.q = q, lt.k = kk, lt.v = v;
+    ops::rope(f, c, q, c.n_heads, rope_positions);
+    ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
+    std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
+    std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
+
+    const kernels::AttentionCall a = attention_call(c, l, n, pos0, cache.capacity, call);
+    Vec attn(n * qd);  // (n, H, d)
+    if (decode && call.fault == Fault::gqa_modulo_decode) attention_gqa_modulo(ak, a, q, cache.k[l], cache.v[l], attn);
+    else ak.run(a, q, cache.k[l], cache.v[l], attn);
+
+    Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
+    Vec o_normed;
+    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n);
+    Vec h(n * D);
+    ops::add(f, x, c.post_norms ? o_normed : out, h);
+
+    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n);
+    Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
+    Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
+    Vec act(n * I), prod(n * I);
+    ops::activation(f, c.act, gate, act);
+    ops::mul(f, act, up, prod);
+    Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);    // (n, D)
+    Vec down_normed;
+    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n);
+    Vec x_out(n * D);
+    ops::add(f, h, c.post_norms ? down_normed : down, x_out);
+
+    for (const ResidualPatch& p : o.patches) {
+      if (p.layer != l) continue;
+      if (p.row.size() != D)
+        throw std::invalid_argument("kvconf::engine: residual patch for layer " + std::to_string(l) + " has " +
+                                    std::to_string(p.row.size()) + " values (expected hidden = " + std::to_string(D) + ")");
+      std::copy(p.row.begin(), p.row.end(), x_out.begin() + (n - 1) * D);
+    }
+    if (o.capture_layers) {
+      lt.x_in = std::move(x);
+      lt.attn_in = std::move(attn_in);
+      lt.q_rope = std::move(q);
+      lt.k_rope = std::move(kk);
+      lt.attn = std::move(attn);
+      lt.o = std::move(out);
+      lt.o_normed = std::move(o_normed);
+      lt.h_mid = std::move(h);
+      lt.mlp_in = std::move(mlp_in);
+      lt.gate = std::move(gate);
+      lt.up = std::move(up);
+      lt.act = std::move(act);
+      lt.prod = std::move(prod);
+      lt.down = std::move(down);
+      lt.down_normed = std::move(down_normed);
+      lt.x_out = x_out;
+      trace.layers.push_back(std::move(lt));
+    }
+    x = std::move(x_out);
+    if (keep_hidden) trace.hidden.push_back(x);
+  }
+  cache.n = std::max(cache.n, pos0 + n);
+
+  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n);  // (n, D)
+  trace.final_normed.assign(normed.end() - static_cast<std::ptrdiff_t>(D), normed.end());
+  Vec logits = linear(*k.gemm, trace.final_normed, m.head(), 1, c.vocab, D);  // (vocab)
+  if (c.final_softcap > 0.0) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
+  return logits;
+}
+
+}  // namespace kvconf::engine

@@ -7,6 +7,7 @@
 //   cpu.gemm.g2.f16.out16        G2 split-K, each slice rounded to fp16 and added in fp16.
 //   cpu.gemm.g2.f32              G2 in fp32.
 //   cpu.gemm.g3.f16.acc32        M = 1: G3 GEMV (ThreadStrided, fp32 partial sums); M > 1: G1.
+//   cpu.gemm.g3.{bf16.acc32,f32} the same orders with bf16 / fp32 inputs (the bf16 and fp32 engine profiles).
 //   cpu.gemm.g3g4.f16.acc16      M = 1: G3 half2 GEMV (fp16 lanes, fp32 combine); M > 1: G4 fp16 accumulate.
 #include <algorithm>
 #include <stdexcept>
@@ -173,23 +174,26 @@ ThreadStrided gemv_order(std::size_t k, bool half2) {
   return o;
 }
 
-GemmKernel g3_acc32() {
+// G3 with fp32 partial sums; `in` = fp16 (the llama.cpp / cuBLAS fp16 GEMV), bf16, or fp32 (the same thread order in
+// fp32, for the fp32 profiles: M = 1 and M > 1 still take different orders, as cuBLAS's GEMV and GEMM do).
+GemmKernel g3_acc32(const std::string& name, Format in) {
+  const Format out = in;
   GemmKernel k;
-  k.info = info_of("cpu.gemm.g3.f16.acc32", Format::fp16, Format::fp32, Format::fp16, Format::fp32, false,
+  k.info = info_of(name, in, Format::fp32, out, Format::fp32, false,
                    "G3: GEMV for M = 1 (cuBLAS(Lt) GEMV / llama.cpp mul_mat_vec_f with GGML_PREC_F32: T threads "
                    "stride K by pairs, fp32 sums, warp butterflies); M > 1: the G1 tiled kernel");
   k.supports = always;
-  k.path = [](const GemmShape& s) {
-    const AccumSpec spec = spec_of(Format::fp16, Format::fp32, Format::fp16);
+  k.path = [in, out](const GemmShape& s) {
+    const AccumSpec spec = spec_of(in, Format::fp32, out);
     if (s.m != 1) return GemmPath{"tiled_bk64", spec, Sequential{}};
     const ThreadStrided o = gemv_order(s.k, false);
     return GemmPath{"gemv_" + order_name(o), spec, o};
   };
-  k.run = [](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
-    check_spans("cpu.gemm.g3.f16.acc32", s, x, w, y);
+  k.run = [name, out](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+    check_spans(name.c_str(), s, x, w, y);
     if (s.m == 1) gemv_thread_strided(false, mmvf_threads(s.k), x, w, s.n, s.k, y);
     else chain_gemm(ChainAcc::fp32, x, w, s.m, s.n, s.k, 0, s.k, y);
-    round_all(Format::fp16, y);
+    round_all(out, y);
   };
   return k;
 }
@@ -229,7 +233,9 @@ void register_gemm_kernels(Registry& r) {
   r.add(g2("cpu.gemm.g2.f16.acc32", Format::fp16, Format::fp16, SplitKCombine::accumulator));
   r.add(g2("cpu.gemm.g2.f16.out16", Format::fp16, Format::fp16, SplitKCombine::slices_rounded_to_output));
   r.add(g2("cpu.gemm.g2.f32", Format::fp32, Format::fp32, SplitKCombine::accumulator));
-  r.add(g3_acc32());
+  r.add(g3_acc32("cpu.gemm.g3.f16.acc32", Format::fp16));
+  r.add(g3_acc32("cpu.gemm.g3.bf16.acc32", Format::bf16));
+  r.add(g3_acc32("cpu.gemm.g3.f32", Format::fp32));
   r.add(g3g4_acc16());
 }
 
