@@ -1,8 +1,9 @@
-// The `kvconf` command-line program: version, help, and `run` (the main job).
+// The `kvconf` command-line program: version, help, `run` (the main job) and `generate` (decode with a model).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "generate_command.hpp"
 #include "run_command.hpp"
 
 int main(int argc, char** argv) {
@@ -18,13 +19,42 @@ int main(int argc, char** argv) {
   run->add_option("--filter", run_opts.filter, "Run only checks whose name contains this text");
   run->add_flag("--list", run_opts.list, "List the checks and exit");
 
+  kvconf::tools::GenerateCliOptions gen_opts;
+  auto* gen = app.add_subcommand("generate", "Decode N tokens from a model under a numerics profile, cache on or off");
+  gen->add_option("--model", gen_opts.model, "Checkpoint folder, config.json (or its folder), or llama2.c .bin");
+  gen->add_option("--profile", gen_opts.profile, "Numerics profile (fp32, fp16-eager, fp16-invariant, ...)")
+      ->capture_default_str();
+  auto* ids_opt = gen->add_option("--prompt-ids", gen_opts.prompt_ids, "Prompt token ids, e.g. \"1 2 3\"")
+                      ->expected(0, 1);  // an empty prompt reaches generate, which names the problem
+  auto* text_opt = gen->add_option("--prompt", gen_opts.prompt, "Prompt text (needs --tokenizer; BOS added)")
+                       ->expected(0, 1);
+  gen->add_option("--tokenizer", gen_opts.tokenizer, "SentencePiece tokenizer.model (encodes --prompt, decodes output)");
+  gen->add_option("--steps", gen_opts.steps, "Tokens to generate (>= 1)")->capture_default_str();
+  gen->add_option("--cache", gen_opts.cache, "KV cache: on (prefill + decode) or off (recompute every step)")
+      ->capture_default_str();
+  gen->add_option("--strategy", gen_opts.strategy, "greedy, topk or topp")->capture_default_str();
+  gen->add_option("--top-k", gen_opts.top_k, "k of topk")->capture_default_str();
+  gen->add_option("--top-p", gen_opts.top_p, "p of topp")->capture_default_str();
+  gen->add_option("--temperature", gen_opts.temperature, "Sampling temperature (> 0)")->capture_default_str();
+  gen->add_option("--seed", gen_opts.seed, "Seed of the per-step draws")->capture_default_str();
+  gen->add_flag("--json", gen_opts.json, "Print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && gen->parsed()) {  // one line, as for every other bad input of generate
+      std::fprintf(stderr, "kvconf generate: %s\n", e.what());
+      return 2;
+    }
     const int rc = app.exit(e);
     return (rc == 0) ? 0 : 2;  // bad command line: status 2
   }
   if (run->parsed()) return kvconf::tools::run_command(run_opts);
+  if (gen->parsed()) {
+    gen_opts.prompt_ids_given = ids_opt->count() > 0;
+    gen_opts.prompt_given = text_opt->count() > 0;
+    return kvconf::tools::generate_command(gen_opts);
+  }
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

@@ -1,1 +1,83 @@
-// placeholder (being written)
+// The model suites' fixtures, prompts and case table (model_cases.hpp).
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "kvconf/conformance/cases.hpp"
+#include "kvconf/conformance/model_cases.hpp"
+
+namespace kvconf::conformance {
+
+namespace fs = std::filesystem;
+
+std::vector<ModelFixture> model_fixtures(const fs::path& fixtures_dir, const fs::path& shared_dir) {
+  std::vector<ModelFixture> v;
+  for (const char* n : {"llama2-tiny", "mistral-tiny", "gemma2-tiny"})
+    v.push_back({n, fixtures_dir / "models" / n, fixtures_dir / "prompts" / "gsm8k.json"});
+  v.push_back({"stories260K", shared_dir / "models" / "stories260K" / "stories260K.bin",
+               fixtures_dir / "prompts" / "stories.json"});
+  return v;
+}
+
+const ModelFixture& model_fixture(const std::vector<ModelFixture>& all, const std::string& name) {
+  for (const ModelFixture& f : all)
+    if (f.name == name) return f;
+  throw std::invalid_argument("kvconf conformance: no model fixture named '" + name + "'");
+}
+
+std::optional<std::string> fixture_missing(const ModelFixture& f) {
+  for (const fs::path& p : {f.model, f.prompts})
+    if (!fs::exists(p))
+      return "fixture " + f.name + ": " + p.string() +
+             " is missing (the tiny models and prompts are written at build time by kvconf_make_fixtures; GSM8K "
+             "prompts and stories260K need KVCONF_SHARED_DIR)";
+  return std::nullopt;
+}
+
+const engine::Model& fixture_model(const ModelFixture& f, Format storage) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, int>, std::unique_ptr<engine::Model>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[{f.model.string(), static_cast<int>(storage)}];
+  if (!slot) slot = std::make_unique<engine::Model>(engine::load_model(f.model, storage));
+  return *slot;
+}
+
+std::vector<analysis::Prompt> fixture_prompts(const ModelFixture& f, std::size_t count, std::size_t max_tokens) {
+  std::vector<analysis::Prompt> out;
+  for (analysis::Prompt& p : analysis::read_prompts(f.prompts)) {
+    if (out.size() == count) break;
+    if (p.ids.size() <= max_tokens) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string ModelCase::id() const {
+  const char* s = strategy == engine::Strategy::greedy ? "greedy" : strategy == engine::Strategy::top_k ? "topk" : "topp";
+  return fixture + "__" + profile + "__" + s + "_p" + std::to_string(prompts) + "_s" + std::to_string(steps);
+}
+
+std::vector<ModelCase> model_cases(const std::vector<std::string>& fixtures, const std::vector<std::string>& profiles,
+                                   bool slow) {
+  std::vector<ModelCase> v;
+  for (const std::string& f : fixtures)
+    for (const std::string& p : profiles) {
+      if (!slow) {
+        v.push_back({f, p, engine::Strategy::greedy, 2, 12, 96, false});
+        continue;
+      }
+      for (engine::Strategy s : {engine::Strategy::greedy, engine::Strategy::top_k, engine::Strategy::top_p})
+        v.push_back({f, p, s, 12, 32, 160, true});
+    }
+  return v;
+}
+
+engine::Sampler case_sampler(const ModelCase& c, const std::string& prompt_id) {
+  engine::Sampler s;
+  s.strategy = c.strategy;
+  s.seed = seed_for("model", c.id() + "/" + prompt_id);
+  return s;
+}
+
+}  // namespace kvconf::conformance

@@ -1,0 +1,80 @@
+// The model suites' cases and rules (DESIGN.md rules 3 and 4 at model level): the fixtures {llama2-tiny, mistral-tiny,
+// gemma2-tiny, stories260K} × profiles × strategies, their prompts, and the checks PrefillConformance,
+// FlipsAreNearTies, Fp32Conformance and InvariantConformance apply. Derivations: docs/TOLERANCES.md "Model rules".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvconf/analysis/paired.hpp"
+#include "kvconf/analysis/prompts.hpp"
+#include "kvconf/conformance/checks.hpp"
+#include "kvconf/engine/context.hpp"
+#include "kvconf/engine/model.hpp"
+#include "kvconf/engine/sampling.hpp"
+
+namespace kvconf::conformance {
+
+struct ModelFixture {
+  std::string name;               // "llama2-tiny", ..., "stories260K"
+  std::filesystem::path model;    // a checkpoint folder or a llama2.c .bin
+  std::filesystem::path prompts;  // a prompt-set file (analysis::read_prompts)
+};
+
+// The tiny HF-format fixtures under fixtures_dir/models (prompts: fixtures_dir/prompts/gsm8k.json) and stories260K
+// from shared_dir/models (prompts: fixtures_dir/prompts/stories.json, token ids).
+std::vector<ModelFixture> model_fixtures(const std::filesystem::path& fixtures_dir,
+                                         const std::filesystem::path& shared_dir);
+const ModelFixture& model_fixture(const std::vector<ModelFixture>& all, const std::string& name);
+// Why this fixture cannot run here (a missing file), or nullopt.
+std::optional<std::string> fixture_missing(const ModelFixture& f);
+
+// The fixture's model in `storage`, loaded once per process through engine::load_model (the real loaders).
+const engine::Model& fixture_model(const ModelFixture& f, Format storage);
+// The first `count` prompts of at most `max_tokens` tokens, in file order.
+std::vector<analysis::Prompt> fixture_prompts(const ModelFixture& f, std::size_t count, std::size_t max_tokens);
+
+struct ModelCase {
+  std::string fixture;
+  std::string profile;
+  engine::Strategy strategy = engine::Strategy::greedy;
+  std::size_t prompts = 2;
+  std::size_t steps = 12;
+  std::size_t max_prompt_tokens = 96;
+  bool slow = false;
+  std::string id() const;  // "gemma2-tiny__fp16-eager__greedy_p2_s12"
+};
+
+// Cases over the given fixtures and profiles: the default set (greedy, few prompts and steps) and, when slow, the
+// sweep (every strategy, more prompts and steps).
+std::vector<ModelCase> model_cases(const std::vector<std::string>& fixtures, const std::vector<std::string>& profiles,
+                                   bool slow);
+
+engine::Sampler case_sampler(const ModelCase& c, const std::string& prompt_id);  // seed from the case and prompt
+
+// ---- the rules --------------------------------------------------------------------------------------------------
+
+// PrefillConformance: the prompt's last-row logits and every layer's hidden states (all rows) from the cache-ON
+// prefill (into a cache with room for the generation) equal the cache-OFF recompute's bit for bit.
+CheckResults check_prefill_bitwise(engine::Context& ctx, const std::vector<int>& prompt, std::uint64_t seed);
+
+// FlipsAreNearTies on one prompt (docs/TOLERANCES.md "Model rules: near-tie flips"). Runs the pair free-running; at
+// the first step t whose tokens differ (a = cache-ON's, b = cache-OFF's), evaluates the fp32 reference z_ref (the
+// same stored weights in fp32, cache-OFF) at steps 0..t and checks
+//   flip_consistency:  greedy: m = z_off[b] − z_off[a] <= |Δ_a| + |Δ_b|  (Δ = z_on − z_off at step t);
+//   flip_near_tie:     |Δ_a| + |Δ_b| <= 4·S_t,  S_t = max_{s<=t} ‖z_off,s − z_ref,s‖∞ (cache-OFF's own rounding error).
+// No flip: one passing "no_flip" result. `ref` is the fp32 context over the fp32 copy of the model.
+CheckResults check_flips_are_near_ties(engine::Context& ctx, engine::Context& ref, const std::vector<int>& prompt,
+                                       const analysis::PairOptions& o, std::uint64_t seed,
+                                       analysis::PairedRun* run_out = nullptr);
+
+// InvariantConformance: every step's logits bitwise equal between the paths (free-running), and chunked prefill
+// (chunks 1, 4, 16) equal to one shot.
+CheckResults check_invariant_model(engine::Context& ctx, const std::vector<int>& prompt, const analysis::PairOptions& o,
+                                   std::uint64_t seed);
+
+}  // namespace kvconf::conformance

@@ -1,0 +1,43 @@
+// FlipsAreNearTies (DESIGN.md rule 3): in free-running generation, at the first step where cache-ON and cache-OFF
+// pick different tokens, the flip must be explained by rounding-sized perturbations (docs/TOLERANCES.md "Model rules:
+// near-tie flips"). Per run it also records divergence, KL in both regimes and the flip index.
+// Names: Cpu/ModelConformance.FlipsAreNearTies/<fixture>__<profile>__<strategy>...
+#include "model_suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+namespace {
+
+class ModelConformance : public ::testing::TestWithParam<ModelParam> {};
+
+TEST_P(ModelConformance, FlipsAreNearTies) {
+  const ModelCase& c = GetParam().c;
+  const ModelFixture& f = model_fixture(fixtures(), c.fixture);
+  KVCONF_SKIP_IF_MISSING(f);
+  const engine::ProfileKernels k = profile_kernels(c.profile);
+  const engine::ProfileKernels k32 = profile_kernels("fp32");
+  const engine::Model& m = fixture_model(f, k.profile.storage);
+  const engine::Model m_ref = engine::convert(m, Format::fp32);  // the same stored weights, evaluated in fp32
+  const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
+  ASSERT_FALSE(prompts.empty()) << "no prompt in " << f.prompts;
+  std::size_t diverged = 0;
+  for (const analysis::Prompt& p : prompts) {
+    engine::Context ctx(m, k);
+    engine::Context ref(m_ref, k32);
+    analysis::PairedRun run;
+    const CheckResults r = check_flips_are_near_ties(ctx, ref, p.ids, pair_options(c, p.id),
+                                                     seed_for("flips", c.id() + "/" + p.id), &run);
+    record(r, std::vector<std::string>(r.size(), p.id));
+    RecordProperty(p.id + ".flip_index", run.flip ? static_cast<int>(*run.flip) : -1);
+    RecordProperty(p.id + ".mean_kl", num17(run.mean_kl()));
+    diverged += run.diverged();
+    expect_pass(r);
+  }
+  RecordProperty("divergence_rate", num17(static_cast<double>(diverged) / static_cast<double>(prompts.size())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ModelConformance,
+                         ::testing::ValuesIn(model_params({"fp16-eager", "fp16-flash2", "bf16-eager"})),
+                         ModelParamName());
+
+}  // namespace
+}  // namespace kvconf::conformance::suite

@@ -1,0 +1,69 @@
+// Fp32Conformance (seed paper §6.3, the falsification run): under the fp32 profile — the same shape-dependent kernels
+// as fp16-eager, in fp32 — greedy cache-ON and cache-OFF give identical token sequences on every prompt, and the mean
+// KL(p_on‖p_off) is at most 1e-8 × fp16-eager's on the same prompts when fp16 diverges on at least one of them.
+// Names: Cpu/Fp32Conformance.TokensIdenticalAndKlNegligible/<fixture>__fp32__<strategy>...
+#include "model_suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+namespace {
+
+class Fp32Conformance : public ::testing::TestWithParam<ModelParam> {};
+
+// The paper's "> 8 orders of magnitude" (DESIGN.md paper-derived thresholds).
+constexpr double kKlRatio = 1e-8;
+
+TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
+  const ModelCase& c = GetParam().c;
+  const ModelFixture& f = model_fixture(fixtures(), c.fixture);
+  KVCONF_SKIP_IF_MISSING(f);
+  const engine::ProfileKernels k32 = profile_kernels("fp32");
+  const engine::ProfileKernels k16 = profile_kernels("fp16-eager");
+  const engine::Model& m32 = fixture_model(f, Format::fp32);
+  const engine::Model& m16 = fixture_model(f, Format::fp16);
+  const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
+  ASSERT_FALSE(prompts.empty()) << "no prompt in " << f.prompts;
+  double kl32 = 0.0, kl16 = 0.0;
+  std::size_t diverged16 = 0;
+  for (const analysis::Prompt& p : prompts) {
+    const analysis::PairOptions o = pair_options(c, p.id);
+    engine::Context ctx32(m32, k32), ctx16(m16, k16);
+    const analysis::PairedRun r32 = analysis::run_free(ctx32, ctx32, p.ids, o);
+    const analysis::PairedRun r16 = analysis::run_free(ctx16, ctx16, p.ids, o);
+    EXPECT_EQ(r32.tokens_on, r32.tokens_off) << p.id << ": fp32 cache-ON and cache-OFF tokens differ (flip at step "
+                                             << (r32.flip ? static_cast<long>(*r32.flip) : -1L) << ")";
+    RecordProperty(p.id + ".fp32_mean_kl", num17(r32.mean_kl()));
+    RecordProperty(p.id + ".fp16_mean_kl", num17(r16.mean_kl()));
+    kl32 += r32.mean_kl();
+    kl16 += r16.mean_kl();
+    diverged16 += r16.diverged();
+  }
+  kl32 /= static_cast<double>(prompts.size());
+  kl16 /= static_cast<double>(prompts.size());
+  RecordProperty("fp16_divergence_rate", num17(static_cast<double>(diverged16) / static_cast<double>(prompts.size())));
+  std::printf("fp32 mean KL %.3e, fp16-eager mean KL %.3e, fp16 diverged on %zu of %zu prompts\n", kl32, kl16,
+              diverged16, prompts.size());
+  // Before any flip the per-step KL ratio is ~(u32/u16)² or more (fp16 logit differences are quantized to fp16
+  // ulps, many are 0), above the paper's 1e-8: its claim is about runs where fp16 diverges (docs/TOLERANCES.md
+  // "Model rules"). Without an fp16 divergence among the prompts, only the token identity above is checked.
+  RecordProperty("fp32_kl_ratio.applicable", diverged16 > 0 ? "true" : "false");
+  if (diverged16 == 0) {
+    std::printf("fp32_kl_ratio not applicable: fp16-eager diverges on none of the %zu prompts\n", prompts.size());
+    return;
+  }
+  CheckResult r;
+  r.rule = "fp32_kl_ratio";
+  r.error = kl32;
+  r.bound = kKlRatio * kl16;
+  r.pass = kl32 <= r.bound;
+  r.headroom = r.bound > 0 ? (r.bound - r.error) / r.bound : -1.0;
+  r.seed = seed_for("fp32", c.id());
+  r.detail = "mean KL(fp32) vs 1e-8 × mean KL(fp16-eager) over " + std::to_string(prompts.size()) + " prompts, " +
+             std::to_string(diverged16) + " diverged in fp16";
+  record({r});
+  expect_pass({r});
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Fp32Conformance, ::testing::ValuesIn(model_params({"fp32"})), ModelParamName());
+
+}  // namespace
+}  // namespace kvconf::conformance::suite

@@ -1,0 +1,38 @@
+// PrefillConformance (seed paper §5.2: prefill gives identical states in both paths): for every fixture and profile,
+// the prompt's logits and every layer's hidden states from the cache-ON prefill equal the cache-OFF recompute's bit
+// for bit. Names: Cpu/PrefillConformance.PromptStatesBitwiseEqual/<fixture>__<profile>__...
+#include "model_suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+namespace {
+
+class PrefillConformance : public ::testing::TestWithParam<ModelParam> {};
+
+TEST_P(PrefillConformance, PromptStatesBitwiseEqual) {
+  const ModelCase& c = GetParam().c;
+  const ModelFixture& f = model_fixture(fixtures(), c.fixture);
+  KVCONF_SKIP_IF_MISSING(f);
+  const engine::ProfileKernels k = profile_kernels(c.profile);
+  const engine::Model& m = fixture_model(f, k.profile.storage);
+  const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
+  ASSERT_FALSE(prompts.empty()) << "no prompt of at most " << c.max_prompt_tokens << " tokens in " << f.prompts;
+  for (const analysis::Prompt& p : prompts) {
+    engine::Context ctx(m, k, engine::ContextOptions{p.ids.size() + c.steps});
+    const CheckResults r = check_prefill_bitwise(ctx, p.ids, seed_for("prefill", c.id() + "/" + p.id));
+    record(r, {p.id, p.id});
+    expect_pass(r);
+  }
+}
+
+std::vector<ModelParam> params() {
+  std::vector<std::string> profiles;
+  for (const engine::Profile& p : engine::builtin_profiles()) profiles.push_back(p.name);
+  std::vector<ModelParam> v;
+  for (const ModelCase& c : model_cases(fixture_names(), profiles, false)) v.push_back({c});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, PrefillConformance, ::testing::ValuesIn(params()), ModelParamName());
+
+}  // namespace
+}  // namespace kvconf::conformance::suite

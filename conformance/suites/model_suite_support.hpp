@@ -1,0 +1,75 @@
+// Shared by the model suites: where the fixtures are (KVCONF_FIXTURES_DIR, KVCONF_SHARED_DIR), skipping with the reason
+// when a fixture is absent (failing instead under CI=true, where ../shared must be present), contexts under a profile,
+// and the (case) parameters with their test names.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "suite_support.hpp"
+
+namespace kvconf::conformance::suite {
+
+inline const std::vector<ModelFixture>& fixtures() {
+  static const std::vector<ModelFixture> f = model_fixtures(KVCONF_FIXTURES_DIR, KVCONF_SHARED_DIR);
+  return f;
+}
+
+inline std::vector<std::string> fixture_names() {
+  std::vector<std::string> v;
+  for (const ModelFixture& f : fixtures()) v.push_back(f.name);
+  return v;
+}
+
+inline bool under_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
+// In a test body: GTEST_SKIP with the reason when the fixture's files are missing (FAIL under CI=true).
+#define KVCONF_SKIP_IF_MISSING(f)                                                              \
+  do {                                                                                         \
+    if (const auto why_ = ::kvconf::conformance::fixture_missing(f)) {                         \
+      if (::kvconf::conformance::suite::under_ci()) FAIL() << *why_ << " (CI=true: the shared data must be present)"; \
+      GTEST_SKIP() << *why_;                                                                   \
+    }                                                                                          \
+  } while (0)
+
+// A profile's kernels from the CPU registry.
+inline engine::ProfileKernels profile_kernels(const std::string& name) {
+  return engine::resolve(engine::find_profile(name), registry());
+}
+
+struct ModelParam {
+  ModelCase c;
+};
+inline void PrintTo(const ModelParam& p, std::ostream* os) { *os << p.c.id() << (p.c.slow ? " (slow)" : ""); }
+
+inline std::vector<ModelParam> model_params(const std::vector<std::string>& profiles, bool with_slow = true) {
+  std::vector<ModelParam> v;
+  for (const ModelCase& c : model_cases(fixture_names(), profiles, false)) v.push_back({c});
+  if (with_slow)
+    for (const ModelCase& c : model_cases(fixture_names(), profiles, true)) v.push_back({c});
+  return v;
+}
+
+struct ModelParamName {
+  std::string operator()(const ::testing::TestParamInfo<ModelParam>& i) const {
+    return sanitize(i.param.c.id()) + (i.param.c.slow ? "__Slow" : "");
+  }
+};
+
+inline analysis::PairOptions pair_options(const ModelCase& c, const std::string& prompt_id) {
+  analysis::PairOptions o;
+  o.steps = c.steps;
+  o.sampler = case_sampler(c, prompt_id);
+  return o;
+}
+
+}  // namespace kvconf::conformance::suite
