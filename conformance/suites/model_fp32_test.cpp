@@ -29,18 +29,27 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
     engine::Context ctx32(m32, k32), ctx16(m16, k16);
     const analysis::PairedRun r32 = analysis::run_free(ctx32, ctx32, p.ids, o);
     const analysis::PairedRun r16 = analysis::run_free(ctx16, ctx16, p.ids, o);
-    EXPECT_EQ(r32.tokens_on, r32.tokens_off) << p.id << ": fp32 cache-ON and cache-OFF tokens differ (flip at step "
-                                             << (r32.flip ? static_cast<long>(*r32.flip) : -1L) << ")";
+    // Greedy: identical tokens (the paper's 0.0% flip rate). Under top-k/top-p a near-tie at the k-th token or at
+    // the p cut-off changes the kept set by one token, so an fp32 flip can be legitimate: recorded, not gated.
+    RecordProperty(p.id + ".fp32_flip_index", r32.flip ? static_cast<int>(*r32.flip) : -1);
+    if (c.strategy == engine::Strategy::greedy)
+      EXPECT_EQ(r32.tokens_on, r32.tokens_off) << p.id << ": fp32 cache-ON and cache-OFF tokens differ (flip at step "
+                                               << (r32.flip ? static_cast<long>(*r32.flip) : -1L) << ")";
+    else if (r32.flip)
+      std::printf("%s: fp32 flip at step %zu under %s (recorded, not gated)\n", p.id.c_str(), *r32.flip,
+                  o.sampler.name().c_str());
     RecordProperty(p.id + ".fp32_mean_kl", num17(r32.mean_kl()));
     RecordProperty(p.id + ".fp16_mean_kl", num17(r16.mean_kl()));
-    kl32 += r32.mean_kl();
-    kl16 += r16.mean_kl();
-    diverged16 += r16.diverged();
+    if (r16.diverged()) {  // the claim is about the runs where fp16 diverges
+      kl32 += r32.mean_kl();
+      kl16 += r16.mean_kl();
+      ++diverged16;
+    }
   }
-  kl32 /= static_cast<double>(prompts.size());
-  kl16 /= static_cast<double>(prompts.size());
+  if (diverged16 > 0) kl32 /= static_cast<double>(diverged16), kl16 /= static_cast<double>(diverged16);
   RecordProperty("fp16_divergence_rate", num17(static_cast<double>(diverged16) / static_cast<double>(prompts.size())));
-  std::printf("fp32 mean KL %.3e, fp16-eager mean KL %.3e, fp16 diverged on %zu of %zu prompts\n", kl32, kl16,
+  std::printf("over the prompts where fp16 diverged: fp32 mean KL %.3e, fp16-eager mean KL %.3e (%zu of %zu prompts)\n",
+              kl32, kl16,
               diverged16, prompts.size());
   // Before any flip the per-step KL ratio is ~(u32/u16)² or more (fp16 logit differences are quantized to fp16
   // ulps, many are 0), above the paper's 1e-8: its claim is about runs where fp16 diverges (docs/TOLERANCES.md
@@ -57,8 +66,8 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
   r.pass = kl32 <= r.bound;
   r.headroom = r.bound > 0 ? (r.bound - r.error) / r.bound : -1.0;
   r.seed = seed_for("fp32", c.id());
-  r.detail = "mean KL(fp32) vs 1e-8 × mean KL(fp16-eager) over " + std::to_string(prompts.size()) + " prompts, " +
-             std::to_string(diverged16) + " diverged in fp16";
+  r.detail = "mean KL(fp32) vs 1e-8 × mean KL(fp16-eager) over the " + std::to_string(diverged16) + " of " +
+             std::to_string(prompts.size()) + " prompts where fp16 diverged";
   record({r});
   expect_pass({r});
 }

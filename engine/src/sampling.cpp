@@ -102,7 +102,10 @@ int sample(const Sampler& s, std::span<const float> logits, double u) {
       if (mass >= s.top_p) break;
     }
   }
-  // Renormalized over the kept tokens: the first whose cumulative mass exceeds u.
+  // Renormalized over the kept tokens taken in vocabulary order (as torch.multinomial walks the filtered
+  // distribution): the first whose cumulative mass exceeds u. Walking them in probability order instead would let a
+  // rounding-sized swap of two near-equal probabilities move a whole token's mass across u.
+  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept));
   std::vector<double> w(kept);  // (kept)
   double sum = 0.0;
   for (std::size_t r = 0; r < kept; ++r) sum += (w[r] = weight(order[r]));

@@ -22,8 +22,8 @@ Sampler make(Strategy st, std::size_t k = 50, double p = 0.9, double t = 1.0) {
   return s;
 }
 
-// logits ln 1, ln 2, ln 5: probabilities 1/8, 2/8, 5/8; by probability the order is 2, 1, 0 with cumulative
-// masses 0.625, 0.875, 1.
+// logits ln 1, ln 2, ln 5: probabilities 1/8, 2/8, 5/8; walked in vocabulary order (as torch.multinomial does) the
+// cumulative masses are 0.125, 0.375, 1.
 const std::vector<float> kThree = {0.0f, static_cast<float>(std::log(2.0)), static_cast<float>(std::log(5.0))};
 
 TEST(Sampling, GreedyPicksLowestIndexOnTies) {
@@ -39,43 +39,44 @@ TEST(Sampling, GreedyPicksLowestIndexOnTies) {
 
 TEST(Sampling, TopPThresholdsOfAHandComputedDistribution) {
   const Sampler all = make(Strategy::top_p, 50, 1.0);  // p = 1 keeps everything: plain sampling
-  EXPECT_EQ(sample(all, kThree, 0.0), 2);
-  EXPECT_EQ(sample(all, kThree, 0.62), 2);
-  EXPECT_EQ(sample(all, kThree, 0.63), 1);
-  EXPECT_EQ(sample(all, kThree, 0.87), 1);
-  EXPECT_EQ(sample(all, kThree, 0.88), 0);
-  EXPECT_EQ(sample(all, kThree, std::nextafter(1.0, 0.0)), 0);
+  EXPECT_EQ(sample(all, kThree, 0.0), 0);
+  EXPECT_EQ(sample(all, kThree, 0.12), 0);
+  EXPECT_EQ(sample(all, kThree, 0.13), 1);
+  EXPECT_EQ(sample(all, kThree, 0.37), 1);
+  EXPECT_EQ(sample(all, kThree, 0.38), 2);
+  EXPECT_EQ(sample(all, kThree, std::nextafter(1.0, 0.0)), 2);
   // p = 0.6: the single most likely token already reaches it.
   for (double u : {0.0, 0.5, 0.99}) EXPECT_EQ(sample(make(Strategy::top_p, 50, 0.6), kThree, u), 2) << u;
-  // p = 0.7: tokens 2 and 1 (mass 0.875), renormalized 5/7 and 2/7: threshold 5/7 = 0.714285...
+  // p = 0.7: tokens 2 and 1 (mass 0.875), renormalized 5/7 and 2/7, walked as 1 then 2: threshold 2/7 = 0.2857...
   const Sampler p7 = make(Strategy::top_p, 50, 0.7);
-  EXPECT_EQ(sample(p7, kThree, 0.71), 2);
-  EXPECT_EQ(sample(p7, kThree, 0.72), 1);
-  EXPECT_EQ(sample(p7, kThree, 0.99), 1);
+  EXPECT_EQ(sample(p7, kThree, 0.28), 1);
+  EXPECT_EQ(sample(p7, kThree, 0.29), 2);
+  EXPECT_EQ(sample(p7, kThree, 0.99), 2);
   // p = 0.9 > 0.875: all three.
-  EXPECT_EQ(sample(make(Strategy::top_p, 50, 0.9), kThree, 0.99), 0);
+  EXPECT_EQ(sample(make(Strategy::top_p, 50, 0.9), kThree, 0.1), 0);
 }
 
 TEST(Sampling, TopKKeepsTheKLargest) {
-  const Sampler k2 = make(Strategy::top_k, 2);  // tokens 2, 1 renormalized: threshold 5/7
-  EXPECT_EQ(sample(k2, kThree, 0.71), 2);
-  EXPECT_EQ(sample(k2, kThree, 0.72), 1);
-  EXPECT_EQ(sample(k2, kThree, 0.999), 1);
+  const Sampler k2 = make(Strategy::top_k, 2);  // tokens 1, 2 renormalized 2/7, 5/7: threshold 2/7
+  EXPECT_EQ(sample(k2, kThree, 0.28), 1);
+  EXPECT_EQ(sample(k2, kThree, 0.29), 2);
+  EXPECT_EQ(sample(k2, kThree, 0.999), 2);
   const Sampler k9 = make(Strategy::top_k, 9);  // k beyond the vocabulary keeps all
-  EXPECT_EQ(sample(k9, kThree, 0.63), 1);
-  EXPECT_EQ(sample(k9, kThree, 0.88), 0);
+  EXPECT_EQ(sample(k9, kThree, 0.1), 0);
+  EXPECT_EQ(sample(k9, kThree, 0.2), 1);
+  EXPECT_EQ(sample(k9, kThree, 0.88), 2);
 }
 
 TEST(Sampling, TemperatureFlattensAndSharpens) {
-  // T = 2: weights 1, sqrt 2, sqrt 5; p(2) = sqrt5 / (1 + sqrt2 + sqrt5) = 0.48085..., cumulative with 1: 0.78496...
+  // T = 2: weights 1, sqrt 2, sqrt 5; cumulative in vocabulary order 1/s = 0.2150..., (1 + sqrt2)/s = 0.5191...
   const double s = 1.0 + std::sqrt(2.0) + std::sqrt(5.0);
-  const double c1 = std::sqrt(5.0) / s, c2 = (std::sqrt(5.0) + std::sqrt(2.0)) / s;
+  const double c1 = 1.0 / s, c2 = (1.0 + std::sqrt(2.0)) / s;
   const Sampler hot = make(Strategy::top_k, 50, 0.9, 2.0);
-  EXPECT_EQ(sample(hot, kThree, c1 - 1e-6), 2);
+  EXPECT_EQ(sample(hot, kThree, c1 - 1e-6), 0);
   EXPECT_EQ(sample(hot, kThree, c1 + 1e-6), 1);
   EXPECT_EQ(sample(hot, kThree, c2 - 1e-6), 1);
-  EXPECT_EQ(sample(hot, kThree, c2 + 1e-6), 0);
-  EXPECT_EQ(sample(make(Strategy::top_k), kThree, 0.5), 2);  // T = 1: 0.5 < 0.625
+  EXPECT_EQ(sample(hot, kThree, c2 + 1e-6), 2);
+  EXPECT_EQ(sample(make(Strategy::top_k), kThree, 0.3), 1);  // T = 1: 0.125 < 0.3 < 0.375
   // T = 0.01: p(2) = 1 / (1 + 2.5^-100 + 5^-100): every draw below 1 - 1e-30 picks token 2.
   EXPECT_EQ(sample(make(Strategy::top_p, 50, 1.0, 0.01), kThree, std::nextafter(1.0, 0.0)), 2);
 }

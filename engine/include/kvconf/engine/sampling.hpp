@@ -30,7 +30,7 @@ double step_draw(std::uint64_t seed, std::size_t step);
 
 // The token chosen from full-vocabulary logits. Greedy: the arg-max (lowest index on ties). Top-k / top-p: softmax
 // (in double) of logits / T over the kept tokens — the k largest, or the smallest prefix of the tokens sorted by
-// probability whose mass reaches p (at least one) — ordered by (probability desc, index asc), and the token where
+// probability whose mass reaches p (at least one) — then, walking the kept tokens in vocabulary order, the token where
 // the cumulative mass first exceeds u. Throws std::invalid_argument on empty logits, T <= 0, k = 0, p outside (0, 1].
 int sample(const Sampler& s, std::span<const float> logits, double u);
 
