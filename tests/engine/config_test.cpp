@@ -1,7 +1,6 @@
 // Unit tests of parse_hf_config: the three architectures' published configs parse to the right fields, and every
 // unsupported or malformed setting is rejected with a LoadError naming the file and the field.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "kvconf/engine/config.hpp"
 #include "kvconf/engine/error.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using kvconf::Format;
@@ -19,18 +19,7 @@ using namespace kvconf::engine;
 
 namespace {
 
-// One folder per test under a per-process base, removed when the process exits.
-struct TempBase {
-  fs::path path = fs::temp_directory_path() / ("kvconf_cfg_test_" + std::to_string(::getpid()));
-  ~TempBase() { std::error_code ec; fs::remove_all(path, ec); }
-};
-fs::path temp_dir() {
-  static TempBase base;
-  const fs::path d = base.path / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return kvconf::test::temp_dir("kvconf_cfg_test"); }
 
 fs::path write(const std::string& text) {
   const fs::path p = temp_dir() / "config.json";

@@ -2,7 +2,6 @@
 // folder load with every tensor in its place, storage conversion rounds to nearest even, bad checkpoints are rejected
 // by name, and the real llama2.c model stories260K (../shared) loads with its layout checked against the raw file.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvconf/engine/error.hpp"
+#include "temp_dir.hpp"
 #include "kvconf/engine/model.hpp"
 #include "kvconf/engine/safetensors.hpp"
 #include "kvconf/numerics/rounding.hpp"
@@ -27,17 +27,7 @@ using namespace kvconf::engine;
 
 namespace {
 
-struct TempBase {
-  fs::path path = fs::temp_directory_path() / ("kvconf_model_test_" + std::to_string(::getpid()));
-  ~TempBase() { std::error_code ec; fs::remove_all(path, ec); }
-};
-fs::path temp_dir() {
-  static TempBase base;
-  const fs::path d = base.path / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return kvconf::test::temp_dir("kvconf_model_test"); }
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 

@@ -1,7 +1,6 @@
 // Unit tests of the safetensors reader, writer and sharded Checkpoint: round trips per dtype (RNE on writing),
 // a hand-built file, and every malformed-file case the reader must reject with a LoadError naming file and field.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "kvconf/engine/error.hpp"
+#include "temp_dir.hpp"
 #include "kvconf/engine/safetensors.hpp"
 #include "kvconf/numerics/rounding.hpp"
 
@@ -19,17 +19,7 @@ using namespace kvconf::engine;
 
 namespace {
 
-struct TempBase {
-  fs::path path = fs::temp_directory_path() / ("kvconf_st_test_" + std::to_string(::getpid()));
-  ~TempBase() { std::error_code ec; fs::remove_all(path, ec); }
-};
-fs::path temp_dir() {
-  static TempBase base;
-  const fs::path d = base.path / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return kvconf::test::temp_dir("kvconf_st_test"); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
