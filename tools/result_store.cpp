@@ -1,0 +1,136 @@
+// JsonlStore: append + fsync per record, resume by key, torn-line tolerance; parse_shard (result_store.hpp).
+#include "result_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "bad_input.hpp"
+
+namespace kvconf::tools {
+
+namespace {
+
+// Lines of `file`; `torn` is set when the file does not end with a newline (its last line was cut by a kill).
+std::vector<std::string> read_lines(const std::filesystem::path& file, bool& torn) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw BadInput("cannot read " + file.string() + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string all = ss.str();
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    const std::size_t nl = all.find('\n', start);
+    if (nl == std::string::npos) {
+      lines.push_back(all.substr(start));
+      torn = true;
+      break;
+    }
+    lines.push_back(all.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+std::vector<nlohmann::json> parse_lines(const std::filesystem::path& file, bool& dropped_torn) {
+  bool torn = false;
+  std::vector<std::string> lines = read_lines(file, torn);
+  std::vector<nlohmann::json> out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(lines[i]));
+    } catch (const nlohmann::json::parse_error& e) {
+      if (torn && i + 1 == lines.size()) {  // the record being written when the run was killed
+        dropped_torn = true;
+        continue;
+      }
+      throw BadInput(file.string() + " line " + std::to_string(i + 1) + ": not a JSON record (" + e.what() + ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file) {
+  bool dropped = false;
+  return parse_lines(file, dropped);
+}
+
+JsonlStore::JsonlStore(std::filesystem::path file, bool resume,
+                       std::function<std::string(const nlohmann::json&)> key_of)
+    : file_(std::move(file)), key_of_(std::move(key_of)) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(file_, ec);
+  if (exists && !resume && std::filesystem::file_size(file_, ec) > 0)
+    throw BadInput(file_.string() + " exists: pass --resume to continue that run, or choose another --out");
+  if (exists && resume) {
+    records_ = parse_lines(file_, dropped_torn_);
+    for (std::size_t i = 0; i < records_.size(); ++i) {
+      try {
+        keys_.insert(key_of_(records_[i]));
+      } catch (const std::exception& e) {
+        throw BadInput(file_.string() + " record " + std::to_string(i + 1) + ": " + e.what());
+      }
+    }
+    if (dropped_torn_) {
+      // Rewrite without the torn tail so the next append starts on a fresh line.
+      std::string body;
+      for (const auto& r : records_) body += r.dump() + "\n";
+      const auto tmp = file_.string() + ".tmp";
+      {
+        std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+        o << body;
+        if (!o.flush()) throw BadInput("cannot write " + tmp);
+      }
+      std::filesystem::rename(tmp, file_, ec);
+      if (ec) throw BadInput("cannot replace " + file_.string() + ": " + ec.message());
+    }
+  }
+  fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw BadInput("cannot open " + file_.string() + " for appending: " + std::strerror(errno));
+}
+
+JsonlStore::~JsonlStore() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void JsonlStore::append(const nlohmann::json& record) {
+  const std::string key = key_of_(record);
+  const std::string line = record.dump() + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t w = ::write(fd_, line.data() + done, line.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot append to " + file_.string() + ": " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd_) != 0) throw std::runtime_error("cannot fsync " + file_.string() + ": " + std::strerror(errno));
+  records_.push_back(record);
+  keys_.insert(key);
+}
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  Shard s;
+  auto parse = [&](std::string_view part, std::size_t& v) {
+    const auto* end = part.data() + part.size();
+    auto [p, ec] = std::from_chars(part.data(), end, v);
+    return !part.empty() && ec == std::errc() && p == end;
+  };
+  if (slash == std::string::npos || !parse(std::string_view(text).substr(0, slash), s.index) ||
+      !parse(std::string_view(text).substr(slash + 1), s.count) || s.count == 0 || s.index >= s.count)
+    throw BadInput("--shard '" + text + "': expected I/N with 0 <= I < N (e.g. 0/4)");
+  return s;
+}
+
+}  // namespace kvconf::tools
