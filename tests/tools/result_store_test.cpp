@@ -1,0 +1,102 @@
+// Unit tests of the JSONL result store (append + fsync, resume by key, a torn last line dropped) and --shard parsing.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "bad_input.hpp"
+#include "result_store.hpp"
+#include "temp_dir.hpp"
+
+namespace kvconf::tools {
+namespace {
+
+std::string key_of(const nlohmann::json& j) { return j.at("k").get<std::string>(); }
+
+void write_text(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream o(p, std::ios::binary | std::ios::trunc);
+  o << s;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream i(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(i), {});
+}
+
+TEST(JsonlStore, AppendsOneLinePerRecordAndResumes) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  {
+    JsonlStore s(f, false, key_of);
+    s.append({{"k", "a"}, {"v", 1}});
+    s.append({{"k", "b"}, {"v", 2}});
+    EXPECT_TRUE(s.has("a"));
+    EXPECT_FALSE(s.has("c"));
+  }
+  EXPECT_EQ(read_text(f), "{\"k\":\"a\",\"v\":1}\n{\"k\":\"b\",\"v\":2}\n");
+  JsonlStore r(f, true, key_of);
+  EXPECT_TRUE(r.has("a"));
+  EXPECT_TRUE(r.has("b"));
+  EXPECT_FALSE(r.dropped_torn_line());
+  ASSERT_EQ(r.records().size(), 2u);
+  r.append({{"k", "c"}, {"v", 3}});
+  EXPECT_EQ(read_jsonl(f).size(), 3u);
+}
+
+TEST(JsonlStore, ExistingFileWithoutResumeIsBadInput) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  write_text(f, "{\"k\":\"a\"}\n");
+  try {
+    JsonlStore s(f, false, key_of);
+    ADD_FAILURE() << "opened a finished run's file without --resume";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos) << e.what();
+  }
+}
+
+TEST(JsonlStore, TornLastLineIsDroppedOnResume) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  write_text(f, "{\"k\":\"a\"}\n{\"k\":\"b\"}\n{\"k\":\"c\",\"v\":[1,2");  // killed while writing c
+  JsonlStore s(f, true, key_of);
+  EXPECT_TRUE(s.dropped_torn_line());
+  EXPECT_TRUE(s.has("b"));
+  EXPECT_FALSE(s.has("c"));
+  s.append({{"k", "c"}});
+  EXPECT_EQ(read_text(f), "{\"k\":\"a\"}\n{\"k\":\"b\"}\n{\"k\":\"c\"}\n");
+}
+
+TEST(JsonlStore, CorruptLineInTheMiddleNamesFileAndLine) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  write_text(f, "{\"k\":\"a\"}\nnot json\n{\"k\":\"c\"}\n");
+  try {
+    JsonlStore s(f, true, key_of);
+    ADD_FAILURE() << "accepted a corrupt line";
+  } catch (const BadInput& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("pairs.jsonl line 2"), std::string::npos) << m;
+  }
+  EXPECT_THROW(read_jsonl(f), BadInput);
+}
+
+TEST(JsonlStore, UnwritableFolderIsBadInput) {
+  const auto d = test::temp_dir("kvconf_store");
+  EXPECT_THROW(JsonlStore(d / "no-such-folder" / "pairs.jsonl", false, key_of), BadInput);
+}
+
+TEST(Shard, ParsesAndPartitions) {
+  const Shard s = parse_shard("1/3");
+  EXPECT_EQ(s.index, 1u);
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_EQ(s.str(), "1/3");
+  std::set<std::size_t> all;
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t item = 0; item < 10; ++item)
+      if (parse_shard(std::to_string(i) + "/3").owns(item)) {
+        EXPECT_TRUE(all.insert(item).second) << item;
+      }
+  EXPECT_EQ(all.size(), 10u);
+  for (const char* bad : {"3/2", "2/2", "1", "a/3", "1/0", "/3", "1/", "-1/3", "1/3x"})
+    EXPECT_THROW(parse_shard(bad), BadInput) << bad;
+}
+
+}  // namespace
+}  // namespace kvconf::tools
