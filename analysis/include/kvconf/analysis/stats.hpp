@@ -29,18 +29,35 @@ struct McNemarResult {
   TestResult test;
 };
 McNemarResult mcnemar(std::span<const bool> a, std::span<const bool> b, std::size_t exact_below = 25);
+// The same test from the discordant counts alone (a 2×2 table's off-diagonal cells). test.statistic is a_only when
+// exact, else the corrected chi-square; test.df is 1 for chi-square, 0 when exact.
+McNemarResult mcnemar_counts(std::size_t a_only, std::size_t b_only, std::size_t exact_below = 25);
 
-// Multiple-comparison corrections: adjusted p-values in the input order, each clamped to [0, 1].
+// Multiple-comparison corrections: adjusted p-values in the input order, each clamped to [0, 1]. Empty input gives
+// an empty vector; a p-value outside [0, 1] (or NaN) throws.
 std::vector<double> bonferroni(std::span<const double> p);
 std::vector<double> benjamini_hochberg(std::span<const double> p);  // step-up, monotone (the "BH" of p.adjust)
 
-// Seeded percentile bootstrap: `resamples` resamples (with replacement, SplitMix64 from `seed`) of the mean.
+// SplitMix64 (Steele, Lea, Flood 2014; Vigna's reference C): advances `state` by 0x9E3779B97F4A7C15 and returns the
+// mixed value. The bootstrap's only source of randomness, so results are the same on every platform and compiler.
+std::uint64_t splitmix64_next(std::uint64_t& state);
+
+// Seeded percentile bootstrap: `resamples` resamples (with replacement, SplitMix64 from `seed`; indices drawn
+// without modulo bias) of the mean. The interval is read from the sorted resampled statistics at the 0-based
+// indices of bootstrap_percentile_indices. Throws when resamples are too few for the level (95%: at least 39).
 struct Interval {
   double estimate = 0.0;  // the statistic on the data itself
   double lo = 0.0, hi = 0.0;
   double level = 0.95;
 };
 Interval bootstrap_mean_ci(std::span<const double> x, std::size_t resamples, std::uint64_t seed, double level = 0.95);
+// 0-based positions in the sorted resampled statistics that bound a `level` interval (Davison & Hinkley 1997, ch. 5:
+// the k-th and (B+1−k)-th order statistics, k = floor((B+1)(1−level)/2)); symmetric, so as many resamples lie below
+// lo as above hi. B = 999 at 95%: 24 and 974.
+struct PercentileIndices {
+  std::size_t lo = 0, hi = 0;
+};
+PercentileIndices bootstrap_percentile_indices(std::size_t resamples, double level = 0.95);
 // Mean of the paired differences a[i] − b[i] (e.g. correctness 1/0 of cache-ON minus cache-OFF: the accuracy delta),
 // resampling pairs.
 Interval bootstrap_paired_delta_ci(std::span<const double> a, std::span<const double> b, std::size_t resamples,
@@ -60,12 +77,13 @@ struct Correlation {
   double p_value = 1.0;  // two-sided, from t = r sqrt(df / (1 − r²)) with df = n − 2 (n − 3 for partial)
   std::size_t n = 0;
 };
+// Need n >= 3 (partial: n >= 4) finite pairs; a constant input (zero variance: r undefined) throws.
 Correlation pearson(std::span<const double> x, std::span<const double> y);
 Correlation spearman(std::span<const double> x, std::span<const double> y);  // Pearson on mid-ranks (ties averaged)
 // Partial correlation of x and y controlling for z: (r_xy − r_xz r_yz) / sqrt((1 − r_xz²)(1 − r_yz²)).
 Correlation partial_pearson(std::span<const double> x, std::span<const double> y, std::span<const double> z);
 
-// Mid-ranks (1-based; tied values get the mean of their ranks), in input order.
+// Mid-ranks (1-based; tied values get the mean of their ranks), in input order. Empty input gives an empty vector.
 std::vector<double> ranks(std::span<const double> x);
 
 }  // namespace kvconf::analysis
