@@ -1,0 +1,52 @@
+// Helpers shared by the report writers (internal): JSON numbers that may be non-finite, number formatting, the
+// model×profile grouping, escaping.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kvconf::reports::detail {
+
+// JSON has no inf/nan: written as the strings "inf", "-inf", "nan" (as conformance/records.cpp does).
+inline nlohmann::json num(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+// Reads back what num() wrote (and plain numbers); NaN for anything else.
+inline double as_num(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+  }
+  return NAN;
+}
+inline double num_at(const nlohmann::json& j, const char* key) { return j.contains(key) ? as_num(j.at(key)) : NAN; }
+
+// "%.*g" of x; "inf", "nan" spelled out.
+inline std::string fmt(double x, int digits = 4) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*g", digits, x);
+  return b;
+}
+inline std::string pct(double x, int decimals = 1) {
+  if (!std::isfinite(x)) return fmt(x);
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f%%", decimals, 100.0 * x);
+  return b;
+}
+
+// A statistic that could not be computed: {"na": reason}.
+inline nlohmann::json na(const std::string& reason) { return {{"na", reason}}; }
+inline bool is_na(const nlohmann::json& j) { return j.is_object() && j.contains("na"); }
+
+// XML/HTML text and attribute escaping (& < > " ').
+std::string xml_escape(const std::string& s);
+
+}  // namespace kvconf::reports::detail

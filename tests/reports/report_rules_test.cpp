@@ -1,0 +1,138 @@
+// evaluate_rules on synthetic records: each model rule fails on the record that breaks it and passes otherwise;
+// kernel cases give one verdict per rule result and a skipped verdict per unsupported case.
+#include <gtest/gtest.h>
+
+#include "kvconf/reports/report.hpp"
+#include "synthetic_records.hpp"
+
+namespace kvconf::reports {
+namespace {
+
+using test::synthetic_kernel;
+using test::synthetic_pair;
+
+const RuleVerdict* find(const std::vector<RuleVerdict>& v, const std::string& suite, const std::string& name) {
+  for (const auto& x : v)
+    if (x.suite == suite && x.name == name) return &x;
+  return nullptr;
+}
+
+TEST(ReportRules, NearTieFlipsPassAndAWideMarginFlipFails) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("fixture:a", "fp16-eager", "greedy", 0, "ids:00", 8, 3, 1e-6, 2.0, 0.5));
+  in.pairs.push_back(synthetic_pair("fixture:a", "fp16-eager", "greedy", 0, "ids:01", 8, std::nullopt, 1e-6, 0));
+  auto v = evaluate_rules(in);
+  const RuleVerdict* f = find(v, "model.fixture:a.fp16-eager", "FlipsAreNearTies");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->pass) << f->detail;
+  EXPECT_DOUBLE_EQ(f->measured, 0.5);  // the flip's error/bound as built
+  EXPECT_DOUBLE_EQ(f->threshold, 1.0);
+  EXPECT_DOUBLE_EQ(f->headroom, 0.5);
+
+  in.pairs.push_back(synthetic_pair("fixture:a", "fp16-eager", "greedy", 1, "ids:02", 8, 1, 1e-6, 2.0, 3.0));
+  v = evaluate_rules(in);
+  f = find(v, "model.fixture:a.fp16-eager", "FlipsAreNearTies");
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(f->pass);
+  EXPECT_DOUBLE_EQ(f->measured, 3.0);
+  EXPECT_NE(f->detail.find("ids:02"), std::string::npos) << f->detail;
+}
+
+TEST(ReportRules, Fp32GreedyDivergenceFails) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-14, 0));
+  in.pairs.push_back(synthetic_pair("m", "fp32", "topk", 0, "ids:00", 8, 5, 1e-14, 1e-3));  // not gated
+  auto v = evaluate_rules(in);
+  const RuleVerdict* t = find(v, "model.m.fp32", "Fp32TokensIdentical");
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->pass) << t->detail;
+  EXPECT_EQ(t->measured, 0.0);
+
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 1, "ids:01", 8, 6, 1e-14, 1e-3));
+  v = evaluate_rules(in);
+  t = find(v, "model.m.fp32", "Fp32TokensIdentical");
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->pass);
+  EXPECT_EQ(t->measured, 1.0);
+}
+
+TEST(ReportRules, Fp32KlRatioOverTheFp16DivergedPrompts) {
+  ReportInput in;
+  // fp16 diverges on ids:00 (mean KL (7·1e-6 + ... ) and not on ids:01; fp32 stays near 1e-16 per step.
+  in.pairs.push_back(synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:00", 8, 2, 1e-6, 1.0));
+  in.pairs.push_back(synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:01", 8, std::nullopt, 1e-6, 0));
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-16, 0));
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:01", 8, std::nullopt, 1.0, 0));  // not diverged in fp16: ignored
+  auto v = evaluate_rules(in);
+  const RuleVerdict* r = find(v, "model.m.fp32", "Fp32KlRatio");
+  ASSERT_NE(r, nullptr);
+  // Only ids:00 counts: fp32 mean KL 1e-16; fp16 mean KL over its 8 steps computed here independently.
+  const auto& p16 = in.pairs[0].free.kl;
+  double kl16 = 0;
+  for (double x : p16) kl16 += x;
+  kl16 /= double(p16.size());
+  EXPECT_TRUE(r->skipped.empty()) << r->skipped;
+  EXPECT_NEAR(r->measured, 1e-16 / kl16, 1e-12 * (1e-16 / kl16));
+  EXPECT_TRUE(r->pass) << r->detail;
+  EXPECT_DOUBLE_EQ(r->threshold, 1e-8);
+
+  in.pairs[2] = synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 0);  // fp32 as bad as fp16
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp32", "Fp32KlRatio");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->pass) << r->detail;
+
+  in.pairs[0] = synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 0);
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp32", "Fp32KlRatio");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->skipped.empty()) << "no fp16 divergence: not applicable";
+}
+
+TEST(ReportRules, InvariantProfileWithOneNonzeroKlStepFails) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("m", "fp16-invariant", "greedy", 0, "ids:00", 8, std::nullopt, 0.0, 0));
+  in.pairs.push_back(synthetic_pair("m", "fp16-invariant", "topp", 3, "ids:01", 8, std::nullopt, 0.0, 0));
+  auto v = evaluate_rules(in);
+  const RuleVerdict* r = find(v, "model.m.fp16-invariant", "InvariantBitwise");
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->pass) << r->detail;
+  EXPECT_EQ(r->measured, 0.0);
+
+  in.pairs[1].teacher.kl[5] = 1e-12;  // one step, teacher-forced regime
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp16-invariant", "InvariantBitwise");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->pass);
+  EXPECT_EQ(r->measured, 1.0);
+  EXPECT_NE(r->detail.find("step 5"), std::string::npos) << r->detail;
+}
+
+TEST(ReportRules, NoFp32OrInvariantRulesForOtherProfiles) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("m", "fp16-flash2", "greedy", 0, "ids:00", 4, 1, 1e-6, 1.0));
+  const auto v = evaluate_rules(in);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].name, "FlipsAreNearTies");
+}
+
+TEST(ReportRules, KernelVerdictPerCheckResultAndSkippedCases) {
+  ReportInput in;
+  in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 64, 128, 0.25));
+  in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 128, 128, 1.5));
+  in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 16, 512, 0, "head_dim 512 unsupported"));
+  const auto v = evaluate_rules(in);
+  ASSERT_EQ(v.size(), 5u);  // 2 rules × 2 cases + 1 skipped
+  const RuleVerdict* ok = find(v, "kernels.cpu.attn.a1_flash2.f16", "oracle_bound/f16_acc32_n64_d128");
+  const RuleVerdict* bad = find(v, "kernels.cpu.attn.a1_flash2.f16", "oracle_bound/f16_acc32_n128_d128");
+  const RuleVerdict* skip = find(v, "kernels.cpu.attn.a1_flash2.f16", "f16_acc32_n16_d512");
+  ASSERT_TRUE(ok && bad && skip);
+  EXPECT_TRUE(ok->pass);
+  EXPECT_DOUBLE_EQ(ok->measured / ok->threshold, 0.25);
+  EXPECT_DOUBLE_EQ(ok->headroom, 0.75);
+  EXPECT_FALSE(bad->pass);
+  EXPECT_EQ(skip->skipped, "head_dim 512 unsupported");
+}
+
+}  // namespace
+}  // namespace kvconf::reports
