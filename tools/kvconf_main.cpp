@@ -1,9 +1,13 @@
-// The `kvconf` command-line program: version, help, `run` (the main job) and `generate` (decode with a model).
+// The `kvconf` command-line program: version, help, and its commands (run, model, kernels, report, golden, generate).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
 #include "generate_command.hpp"
+#include "model_command.hpp"
+#include "golden_command.hpp"
+#include "kernels_command.hpp"
+#include "report_command.hpp"
 #include "run_command.hpp"
 
 int main(int argc, char** argv) {
@@ -14,10 +18,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   kvconf::tools::RunOptions run_opts;
-  auto* run = app.add_subcommand("run", "Run the main job on the built-in default (no network needed)");
-  run->add_option("--out", run_opts.out, "Report directory")->capture_default_str();
-  run->add_option("--filter", run_opts.filter, "Run only checks whose name contains this text");
-  run->add_flag("--list", run_opts.list, "List the checks and exit");
+  auto* run = kvconf::tools::add_run_command(app, run_opts);
+  kvconf::tools::ReportCliOptions report_opts;
+  auto* report = kvconf::tools::add_report_command(app, report_opts);
+
+  kvconf::tools::KernelsCliOptions kernels_opts;
+  auto* kernels_cmd = kvconf::tools::add_kernels_command(app, kernels_opts);
+  kvconf::tools::GoldenCliOptions golden_opts;
+  auto* golden_cmd = kvconf::tools::add_golden_command(app, golden_opts);
 
   kvconf::tools::GenerateCliOptions gen_opts;
   auto* gen = app.add_subcommand("generate", "Decode N tokens from a model under a numerics profile, cache on or off");
@@ -39,6 +47,9 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", gen_opts.seed, "Seed of the per-step draws")->capture_default_str();
   gen->add_flag("--json", gen_opts.json, "Print one JSON object");
 
+  kvconf::tools::ModelCliOptions model_opts;
+  auto* model = kvconf::tools::add_model_command(app, model_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -46,15 +57,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kvconf generate: %s\n", e.what());
       return 2;
     }
+    if (e.get_exit_code() != 0 && model->parsed()) {
+      std::fprintf(stderr, "kvconf model: %s\n", e.what());
+      return 2;
+    }
     const int rc = app.exit(e);
     return (rc == 0) ? 0 : 2;  // bad command line: status 2
   }
   if (run->parsed()) return kvconf::tools::run_command(run_opts);
+  if (report->parsed()) return kvconf::tools::report_command(report_opts);
+  if (kernels_cmd->parsed()) return kvconf::tools::kernels_command(kernels_opts);
+  if (golden_cmd->parsed()) return kvconf::tools::golden_command(golden_opts);
   if (gen->parsed()) {
     gen_opts.prompt_ids_given = ids_opt->count() > 0;
     gen_opts.prompt_given = text_opt->count() > 0;
     return kvconf::tools::generate_command(gen_opts);
   }
+  if (model->parsed()) return kvconf::tools::model_command(model_opts);
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

@@ -36,6 +36,11 @@ struct ProtocolOptions {
   Shard shard;
   std::filesystem::path fixtures_dir;      // build/fixtures (fixture models and prompt sets)
   std::filesystem::path shared_dir;        // ../shared (GSM8K, stories260K, tokenizer)
+  std::size_t shots = 2;                   // GSM8K few-shot exemplars before each question (docs/PROTOCOL.md)
+  bool clamp_n = false;                    // n larger than the prompts available takes them all (the CLI's default
+                                           // when --n is not given); otherwise that is BadInput
+  bool reuse_free_as_teacher = true;       // a pair without a flip fed both paths the same tokens, so its free run IS
+                                           // the teacher-forced run: not run again (tests turn this off to check it)
 };
 
 struct Progress {

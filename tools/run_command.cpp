@@ -1,5 +1,6 @@
-// `kvconf run`: executes the self-checks, prints a table, writes DIR/selfcheck.json and
-// DIR/summary.md atomically.
+// `kvconf run`: self-checks, then the quick kernel sweep (on a second thread) beside the model runs, then the report
+// (report.json/md/html, junit.xml) and the terminal summary. Everything finished is on disk as it finishes
+// (DIR/kernels.jsonl, DIR/models/<fixture>/pairs.jsonl), so --resume after an interruption redoes nothing finished.
 #include "run_command.hpp"
 
 #include <chrono>
@@ -7,46 +8,36 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "bad_input.hpp"
 #include "kvconf/engine/atomic_file.hpp"
+#include "kvconf/kernels/registry.hpp"
+#include "kvconf/reports/report.hpp"
+#include "progress.hpp"
+#include "result_store.hpp"
+#include "run_plan.hpp"
 #include "selfcheck.hpp"
 
 namespace kvconf::tools {
 
 using engine::write_file_atomic;
+using Clock = std::chrono::steady_clock;
 
-int run_command(const RunOptions& o) {
-  std::vector<SelfCheck> checks;
-  for (auto& c : all_self_checks())
-    if (o.filter.empty() || c.name.find(o.filter) != std::string::npos) checks.push_back(std::move(c));
-  if (checks.empty()) {
-    std::fprintf(stderr, "kvconf run: no self-check matches --filter '%s'\n", o.filter.c_str());
-    return 2;
-  }
-  if (o.list) {
-    for (const auto& c : checks) std::printf("%-28s %s\n", c.name.c_str(), c.what.c_str());
-    return 0;
-  }
-  {
-    // Fail before doing any work if the report directory cannot be created.
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (ec || !std::filesystem::is_directory(o.out)) {
-      std::fprintf(stderr, "kvconf run: cannot create output directory %s: %s\n", o.out.c_str(),
-                   ec ? ec.message().c_str() : "a file of that name exists");
-      return 2;
-    }
-  }
-  std::printf("kvconf run: the kernel and model suites are not built yet; running the %zu built-in\n"
-              "self-checks of the formats, arithmetic, oracle and bounds (unit level).\n\n",
-              checks.size());
-  std::printf("%-28s %-6s %10s %8s  %s\n", "check", "status", "cases", "time(s)", "detail");
+namespace {
+
+bool matches(const std::string& name, const std::string& filter) {
+  return filter.empty() || name.find(filter) != std::string::npos;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The self-checks: a table on stdout, DIR/selfcheck.json; returns the JSON (for the report's meta).
+nlohmann::json run_self_checks(const std::vector<SelfCheck>& checks, const std::filesystem::path& out, int& failed) {
+  std::printf("== self-checks: formats, arithmetic, oracle, bounds (%zu)\n", checks.size());
   nlohmann::json report = {{"schema", "kvconf.selfcheck/1"}, {"checks", nlohmann::json::array()}};
-  std::ostringstream md;
-  md << "# kvconf self-checks\n\n| check | status | cases | time (s) | detail |\n|---|---|---|---|---|\n";
-  int failed = 0;
   for (const auto& c : checks) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     CheckResult r;
     try {
       r = c.run();
@@ -54,27 +45,143 @@ int run_command(const RunOptions& o) {
       r.passed = false;
       r.detail = std::string("exception: ") + e.what();
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs = seconds_since(t0);
     failed += !r.passed;
-    std::printf("%-28s %-6s %10llu %8.2f  %s\n", c.name.c_str(), r.passed ? "PASS" : "FAIL",
+    std::printf("  %-28s %-4s %10llu %7.2fs  %s\n", c.name.c_str(), r.passed ? "PASS" : "FAIL",
                 static_cast<unsigned long long>(r.cases), secs, r.detail.c_str());
     std::fflush(stdout);
     report["checks"].push_back({{"name", c.name}, {"what", c.what}, {"passed", r.passed}, {"cases", r.cases},
                                 {"seconds", secs}, {"detail", r.detail}});
-    md << "| " << c.name << " | " << (r.passed ? "PASS" : "FAIL") << " | " << r.cases << " | " << secs << " | "
-       << r.detail << " |\n";
   }
   report["passed"] = failed == 0;
+  write_file_atomic(out / "selfcheck.json", report.dump(2) + "\n");
+  return report;
+}
+
+// The kernel sweep into DIR/kernels.jsonl; returns an error text ("" when it ran).
+std::string run_kernel_sweep(const conformance::SweepOptions& so, const std::vector<conformance::SweepItem>& items,
+                             const std::filesystem::path& out, bool resume, std::size_t& ran) {
   try {
-    write_file_atomic(o.out / "selfcheck.json", report.dump(2) + "\n");
-    write_file_atomic(o.out / "summary.md", md.str());
+    const kernels::Registry reg = kernels::cpu_registry();
+    JsonlStore store(out / "kernels.jsonl", resume,
+                     [](const nlohmann::json& j) { return conformance::kernel_case_from_json(j).key(); });
+    for (const auto& item : items) {
+      if (store.has(item.key())) continue;
+      store.append(conformance::to_json(conformance::run_sweep_item(reg, item, so)));
+      ++ran;
+    }
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
+  auto* run = app.add_subcommand(
+      "run",
+      "Run the main job on the built-in default (no network needed): the self-checks, the quick kernel sweep over\n"
+      "every CPU kernel, and the paper's protocol (cache-ON vs cache-OFF, free-running and teacher-forced) on the\n"
+      "built-in tiny fixtures (and stories260K when ../shared is present) under every CPU profile and strategy.\n"
+      "Prints a summary table; writes report.json, report.md, report.html and junit.xml to --out.\n"
+      "Exit status: 0 all passed, 1 a check or conformance rule failed, 2 bad input.");
+  run->add_option("--out", o.out, "Report directory")->capture_default_str();
+  run->add_option("--filter", o.filter,
+                  "Run only the self-checks, kernel items (kernel|case_id) and fixtures whose name contains this text");
+  run->add_flag("--list", o.list, "List what would run and exit");
+  run->add_flag("--resume", o.resume, "Continue an interrupted run in --out: finished items and pairs are kept");
+  return run;
+}
+
+int run_command(const RunOptions& o) {
+  const auto t_start = Clock::now();
+  try {
+    const RunPlan plan = default_run_plan(o.out, KVCONF_FIXTURES_DIR, KVCONF_SHARED_DIR, o.resume);
+    std::vector<SelfCheck> checks;
+    for (auto& c : all_self_checks())
+      if (matches(c.name, o.filter)) checks.push_back(std::move(c));
+    conformance::SweepOptions so = plan.kernels;
+    so.filter = o.filter;
+    const kernels::Registry reg = kernels::cpu_registry();
+    const std::vector<conformance::SweepItem> items = conformance::sweep_plan(reg, so);
+    std::vector<ProtocolOptions> models;
+    for (const auto& m : plan.models)
+      if (matches(m.model, o.filter)) models.push_back(m);
+    if (checks.empty() && items.empty() && models.empty())
+      throw BadInput("no self-check, kernel item or fixture matches --filter '" + o.filter + "'");
+    if (o.list) {
+      for (const auto& c : checks) std::printf("selfcheck  %-28s %s\n", c.name.c_str(), c.what.c_str());
+      for (const auto& i : items) std::printf("kernel     %s\n", i.key().c_str());
+      for (const auto& m : models) {
+        std::printf("model      %s: %zu profiles x %zu strategies x %zu prompts x %zu seed, %zu new tokens\n",
+                    m.model.c_str(), m.profiles.size(), m.strategies.size(), m.n, m.seeds.size(), m.max_new_tokens);
+      }
+      return 0;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec || !std::filesystem::is_directory(o.out))
+      throw BadInput("cannot create output directory " + o.out.string() + ": " +
+                     (ec ? ec.message() : std::string("a file of that name exists")));
+
+    int failed_checks = 0;
+    const nlohmann::json selfcheck = checks.empty() ? nlohmann::json() : run_self_checks(checks, o.out, failed_checks);
+
+    // The kernel sweep on a second thread; the model runs here (2 cores).
+    std::printf("\n== kernel sweep: %zu items (quick shapes) on a second thread -> %s\n", items.size(),
+                (o.out / "kernels.jsonl").c_str());
+    std::printf("== model runs: %zu fixtures -> %s/models/<fixture>/pairs.jsonl\n", models.size(), o.out.c_str());
+    std::fflush(stdout);
+    std::string sweep_error;
+    std::size_t sweep_ran = 0;
+    const auto t_sweep = Clock::now();
+    double sweep_secs = 0.0;
+    std::thread sweep([&] {
+      if (!items.empty()) sweep_error = run_kernel_sweep(so, items, o.out, o.resume, sweep_ran);
+      sweep_secs = seconds_since(t_sweep);
+    });
+    std::vector<std::filesystem::path> dirs;
+    if (!items.empty()) dirs.push_back(o.out);  // kernels.jsonl
+    std::string model_error;
+    try {
+      for (const auto& m : models) {
+        ProgressBar bar(m.model);
+        run_protocol(m, [&](const Progress& p) { bar.update(p); });
+        bar.finish();
+        dirs.push_back(m.out);
+      }
+    } catch (...) {
+      sweep.join();
+      throw;
+    }
+    sweep.join();
+    if (!sweep_error.empty()) throw std::runtime_error("kernel sweep: " + sweep_error);
+    if (!items.empty())
+      std::printf("   kernel sweep: %zu items run (%zu resumed) in %.1f s\n", sweep_ran, items.size() - sweep_ran,
+                  sweep_secs);
+
+    // Only self-checks selected (--filter): an empty report beside selfcheck.json.
+    reports::ReportInput in = (items.empty() && models.empty()) ? reports::ReportInput{} : reports::read_results(dirs);
+    in.title = "kvconf run";
+    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf run"}, {"filter", o.filter},
+               {"selfcheck", selfcheck}, {"seconds", seconds_since(t_start)}};
+    const auto verdicts = reports::evaluate_rules(in);
+    reports::write_report(in, o.out);
+    std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());
+    std::size_t failed_rules = 0;
+    for (const auto& v : verdicts) failed_rules += !v.pass;
+    std::printf("\nself-checks: %zu run, %d failed; conformance rules: %zu evaluated, %zu failed; %.1f s\n",
+                checks.size(), failed_checks, verdicts.size(), failed_rules, seconds_since(t_start));
+    std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
+    return (failed_checks || failed_rules) ? 1 : 0;
+  } catch (const BadInput& e) {
+    std::fprintf(stderr, "kvconf run: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvconf run: %s\n", e.what());
     return 2;
   }
-  std::printf("\n%zu checks, %d failed. Report: %s/selfcheck.json, %s/summary.md\n", checks.size(), failed,
-              o.out.c_str(), o.out.c_str());
-  return failed ? 1 : 0;
 }
 
 }  // namespace kvconf::tools

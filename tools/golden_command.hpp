@@ -1,0 +1,48 @@
+// `kvconf golden check|update`: the fixed run behind the golden baselines (token sequences of the deterministic CPU
+// profiles on the tiny fixtures, and the quick kernel sweep's error statistics), compared with or written to
+// golden/baselines/<device>/ (docs/GOLDEN.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/records.hpp"
+#include "kvconf/golden/golden.hpp"
+
+namespace kvconf::tools {
+
+struct GoldenCliOptions {
+  std::string action;           // "check" | "update"
+  std::filesystem::path dir;    // empty: the source tree's golden/baselines/<device>
+  std::string device = "cpu";
+  std::string part = "all";     // "all" | "kernels" | "tokens"
+};
+
+// The fixed configuration of the token baselines: each fixture × profile × strategy, `prompts` prompts of the fixture's
+// prompt set, one sample seed, `tokens` new tokens.
+struct GoldenConfig {
+  std::vector<std::string> fixtures = {"llama2-tiny", "mistral-tiny", "gemma2-tiny"};
+  std::vector<std::string> profiles = {"fp32", "fp16-eager", "fp16-flash2", "fp16-invariant", "bf16-eager"};
+  std::vector<std::string> strategies = {"greedy", "topk"};
+  std::size_t prompts = 2;
+  std::uint64_t sample_seed = 0;
+  std::size_t tokens = 16;
+};
+
+std::filesystem::path default_golden_dir(const std::string& device);  // KVCONF_SOURCE_DIR/golden/baselines/<device>
+
+// The quick kernel sweep over every CPU kernel (what kernels.json holds).
+std::vector<conformance::KernelCaseRecord> golden_kernel_records();
+// The run pairs of one profile over every fixture (what tokens-<profile>.json holds); work files go to a temporary
+// folder that is removed afterwards.
+std::vector<conformance::RunPairRecord> golden_token_records(const GoldenConfig& g, const std::string& profile);
+
+CLI::App* add_golden_command(CLI::App& app, GoldenCliOptions& o);
+// 0 no change (check) / written (update), 1 a change, 2 a bad or missing golden file or bad input.
+int golden_command(const GoldenCliOptions& o);
+
+}  // namespace kvconf::tools

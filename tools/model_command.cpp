@@ -1,0 +1,224 @@
+// `kvconf model` (model_command.hpp): options, run_protocol with a progress bar, the per-(model, profile, strategy)
+// summary, the report, and the exit status.
+#include "model_command.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "bad_input.hpp"
+#include "kvconf/reports/report.hpp"
+#include "progress.hpp"
+
+namespace kvconf::tools {
+namespace {
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::size_t positive(long long v, const char* flag, bool zero_ok = false) {
+  if (v < (zero_ok ? 0 : 1))
+    throw BadInput(std::string(flag) + " must be >= " + (zero_ok ? "0" : "1") + " (got " + std::to_string(v) + ")");
+  return static_cast<std::size_t>(v);
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& v) {
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+struct Group {
+  std::size_t pairs = 0, diverged = 0, failed = 0, with_gold = 0, right_on = 0, right_off = 0;
+  double kl_free = 0.0, kl_teacher = 0.0, seconds = 0.0;
+};
+
+void print_summary(const ProtocolResult& r) {
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  for (const conformance::RunPairRecord& p : r.records) {
+    const std::string k = p.model + "  " + p.profile + "  " + p.strategy;
+    if (!groups.count(k)) order.push_back(k);
+    Group& g = groups[k];
+    ++g.pairs;
+    g.diverged += p.free.flip.has_value();
+    g.failed += !conformance::all_pass(p.rules);
+    g.kl_free += p.free.mean_kl();
+    g.kl_teacher += p.teacher.mean_kl();
+    g.seconds += p.seconds;
+    if (p.gold) {
+      ++g.with_gold;
+      g.right_on += p.correct_on;
+      g.right_off += p.correct_off;
+    }
+  }
+  std::printf("%-44s %6s %9s %11s %11s %6s %7s %7s %6s %8s\n", "model  profile  strategy", "pairs", "diverged",
+              "meanKL", "meanKL(tf)", "flips", "accON", "accOFF", "fails", "s/pair");
+  for (const std::string& k : order) {
+    const Group& g = groups[k];
+    const double n = static_cast<double>(g.pairs);
+    char on[16] = "n/a", off[16] = "n/a";
+    if (g.with_gold) {
+      std::snprintf(on, sizeof on, "%.1f%%", 100.0 * g.right_on / g.with_gold);
+      std::snprintf(off, sizeof off, "%.1f%%", 100.0 * g.right_off / g.with_gold);
+    }
+    std::printf("%-44s %6zu %8.1f%% %11.3e %11.3e %6zu %7s %7s %6zu %8.3f\n", k.c_str(), g.pairs,
+                100.0 * g.diverged / n, g.kl_free / n, g.kl_teacher / n, g.diverged, on, off, g.failed,
+                g.seconds / n);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) throw BadInput(flag + " '" + text + "': an empty item (expected a comma-separated list)");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> parse_seeds(const std::string& text) {
+  std::vector<std::uint64_t> out;
+  for (const std::string& item : split_list(text, "--seeds")) {
+    const std::size_t dash = item.find('-');
+    std::uint64_t a = 0, b = 0;
+    if (dash == std::string::npos) {
+      if (!parse_u64(item, a))
+        throw BadInput("--seeds '" + text + "': '" + item + "' is not a seed (expected A-B, or A,B,C; integers >= 0)");
+      out.push_back(a);
+      continue;
+    }
+    if (!parse_u64(std::string_view(item).substr(0, dash), a) || !parse_u64(std::string_view(item).substr(dash + 1), b))
+      throw BadInput("--seeds '" + text + "': '" + item + "' is not a range (expected A-B with integers 0 <= A <= B)");
+    if (b < a) throw BadInput("--seeds '" + text + "': the range " + item + " ends below its start (expected A <= B)");
+    if (b - a >= 100000) throw BadInput("--seeds '" + text + "': the range " + item + " is too long (over 100000 seeds)");
+    for (std::uint64_t s = a;; ++s) {
+      out.push_back(s);
+      if (s == b) break;
+    }
+  }
+  return out;
+}
+
+ProtocolOptions protocol_options(const ModelCliOptions& c) {
+  ProtocolOptions o;
+  o.model = c.model;
+  o.profiles = split_list(c.profiles, "--profile");
+  o.strategies = split_list(c.strategies, "--strategies");
+  o.prompts = c.prompts;
+  o.tokenizer = c.tokenizer;
+  o.n = positive(c.n, "--n");
+  o.clamp_n = !c.n_given;
+  o.sample_seed = c.sample_seed;
+  o.seeds = parse_seeds(c.seeds);
+  o.max_new_tokens = positive(c.max_new_tokens, "--max-new-tokens");
+  o.shots = positive(c.shots, "--shots", true);
+  o.top_k = positive(c.top_k, "--top-k");
+  o.top_p = c.top_p;
+  o.temperature = c.temperature;
+  o.layer_drift = !c.no_layer_drift;
+  if (c.out.empty()) throw BadInput("--out must name a directory");
+  o.out = c.out;
+  o.resume = c.resume;
+  o.shard = parse_shard(c.shard);
+  o.fixtures_dir = KVCONF_FIXTURES_DIR;
+  o.shared_dir = KVCONF_SHARED_DIR;
+  return o;
+}
+
+CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
+  auto* m = app.add_subcommand(
+      "model",
+      "Run the seed paper's protocol on one model: for every profile x strategy x seed x prompt, the cache-ON /\n"
+      "cache-OFF pair free-running (FlipsAreNearTies rule) and teacher-forced, GSM8K correctness of both paths.\n"
+      "Results: OUT/pairs.jsonl (one record per pair, appended as it finishes), OUT/manifest.json. Exit 0: every\n"
+      "pair's rules pass; 1: a rule failed; 2: bad input. Prompt format and sampling: docs/PROTOCOL.md.");
+  m->add_option("--model", o.model,
+                "fixture:NAME (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K), a checkpoint folder, its\n"
+                "config.json, or a llama2.c .bin");
+  m->add_option("--profile", o.profiles, "Numerics profiles, comma-separated (fp16-eager, fp16-flash2, bf16-eager, fp32, ...)")
+      ->capture_default_str();
+  m->add_option("--strategies", o.strategies, "Decoding strategies, comma-separated: greedy, topk, topp")
+      ->capture_default_str();
+  m->add_option("--prompts", o.prompts,
+                "gsm8k:FILE (GSM8K test.jsonl: few-shot prompts, gold answers) or ids:FILE (a prompt-set file of\n"
+                "token ids). Default: a fixture's own prompt set; for a path, gsm8k: the shared GSM8K test set");
+  m->add_option("--tokenizer", o.tokenizer,
+                "SentencePiece tokenizer.model for gsm8k prompts and answers (default: the shared LLaMA-2 one)");
+  m->add_option("--n", o.n, "Prompts sampled without replacement (default 700; without --n, at most all there are)")
+      ->each([&o](const std::string&) { o.n_given = true; });
+  m->add_option("--sample-seed", o.sample_seed, "Seed of the prompt sample (SplitMix64 Fisher-Yates)")->capture_default_str();
+  m->add_option("--seeds", o.seeds, "Sample seeds of the per-step draws: A-B or A,B,C")->capture_default_str();
+  m->add_option("--max-new-tokens", o.max_new_tokens, "Decode steps per path")->capture_default_str();
+  m->add_option("--shots", o.shots, "GSM8K few-shot exemplars before each question")->capture_default_str();
+  m->add_option("--top-k", o.top_k, "k of topk")->capture_default_str();
+  m->add_option("--top-p", o.top_p, "p of topp")->capture_default_str();
+  m->add_option("--temperature", o.temperature, "Temperature of topk and topp (> 0)")->capture_default_str();
+  m->add_flag("--no-layer-drift", o.no_layer_drift, "Do not record per-layer drift (teacher-forced)");
+  m->add_option("--out", o.out, "Results directory")->capture_default_str();
+  m->add_flag("--resume", o.resume, "Continue the run in --out: finished pairs are not redone (options must match)");
+  m->add_option("--shard", o.shard, "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order")
+      ->capture_default_str();
+  return m;
+}
+
+int model_command(const ModelCliOptions& c) {
+  ProtocolResult r;
+  std::size_t failed_rules = 0;
+  try {
+    const ProtocolOptions o = protocol_options(c);
+    ProgressBar bar("kvconf model");
+    r = run_protocol(o, [&bar](const Progress& p) { bar.update(p); });
+    bar.finish();
+    std::printf("kvconf model: %zu pairs (%zu run now, %zu resumed) in %s/pairs.jsonl\n", r.records.size(), r.ran,
+                r.resumed, o.out.c_str());
+    print_summary(r);
+    // The report of this folder (this shard's pairs; `kvconf report --in` merges shards).
+    reports::ReportInput in;
+    in.title = "kvconf model " + o.model;
+    in.pairs = r.records;
+    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf model"}, {"model", o.model},
+               {"shard", o.shard.str()}, {"max_new_tokens", o.max_new_tokens}, {"n", o.n},
+               {"sample_seed", o.sample_seed}};
+    const auto verdicts = reports::evaluate_rules(in);
+    reports::write_report(in, o.out);
+    std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());
+    for (const auto& v : verdicts) failed_rules += !v.pass;
+    std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
+  } catch (const BadInput& e) {
+    std::fprintf(stderr, "kvconf model: %s\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvconf model: error: %s\n", one_line(e.what()).c_str());
+    return 1;
+  }
+  std::size_t failed = 0;
+  for (const conformance::RunPairRecord& p : r.records)
+    if (!conformance::all_pass(p.rules)) {
+      if (failed < 5)
+        for (const conformance::CheckResult& x : p.rules)
+          if (!x.pass)
+            std::printf("FAIL %s %s: error=%.6g bound=%.6g %s\n", p.key().c_str(), x.rule.c_str(), x.error, x.bound,
+                        x.detail.c_str());
+      ++failed;
+    }
+  if (failed) std::printf("kvconf model: %zu of %zu pairs failed a rule\n", failed, r.records.size());
+  if (failed_rules) std::printf("kvconf model: %zu conformance rules failed\n", failed_rules);
+  return (failed || failed_rules) ? 1 : 0;
+}
+
+}  // namespace kvconf::tools

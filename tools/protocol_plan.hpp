@@ -1,0 +1,31 @@
+// The protocol's fixed work order and per-pair seeds: items in the order (model, profile, strategy, seed, prompt),
+// numbered from 0, each kept by the shard that owns its number (Shard::owns), so --shard I/N splits deterministically
+// and N shards together run every item exactly once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "result_store.hpp"
+
+namespace kvconf::tools {
+
+struct WorkItem {
+  std::size_t index = 0;   // position in the whole (unsharded) plan
+  std::string profile, strategy;
+  std::uint64_t seed = 0;  // the sample seed (the paper's 0-4)
+  std::size_t prompt = 0;  // index into the sampled prompts
+};
+
+// The plan for one model; items of other shards are left out (their numbers still count).
+std::vector<WorkItem> plan_work(const std::vector<std::string>& profiles, const std::vector<std::string>& strategies,
+                                const std::vector<std::uint64_t>& seeds, std::size_t n_prompts, const Shard& shard);
+
+// The seed of a pair's per-step draws (engine::Sampler::seed, the same for both paths): SplitMix64 finalisation of
+// the sample seed mixed with FNV-1a 64 of the prompt id. Not of the model, profile or strategy, so every profile and
+// strategy of a (seed, prompt) sees the same draws.
+std::uint64_t pair_sampler_seed(std::uint64_t sample_seed, const std::string& prompt_id);
+
+}  // namespace kvconf::tools

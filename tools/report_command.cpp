@@ -1,0 +1,47 @@
+// `kvconf report`: read and merge result folders, write the report, print the summary (report_command.hpp).
+#include "report_command.hpp"
+
+#include <cstdio>
+#include <exception>
+
+#include "kvconf/reports/report.hpp"
+
+namespace kvconf::tools {
+
+CLI::App* add_report_command(CLI::App& app, ReportCliOptions& o) {
+  auto* rep = app.add_subcommand(
+      "report",
+      "Render or re-render reports from result folders (DIR/pairs.jsonl, DIR/kernels.jsonl). Several --in folders\n"
+      "(the shards of one run, --shard I/N) are merged record by record; the same record with different content in\n"
+      "two folders is an error. Writes report.json, report.md, report.html and junit.xml to --out.\n"
+      "Exit status: 0 all conformance rules pass, 1 a rule failed, 2 bad input.");
+  rep->add_option("--in", o.in, "Result folder(s) to read (repeat, or list several)")->required()->expected(1, -1);
+  rep->add_option("--out", o.out, "Folder for the report files")->required();
+  rep->add_option("--title", o.title, "Report title")->capture_default_str();
+  return rep;
+}
+
+int report_command(const ReportCliOptions& o) {
+  try {
+    for (const auto& d : o.in)
+      if (!std::filesystem::is_directory(d)) throw std::runtime_error("--in " + d.string() + ": not a folder");
+    reports::ReportInput in = reports::read_results(o.in);
+    in.title = o.title;
+    nlohmann::json dirs = nlohmann::json::array();
+    for (const auto& d : o.in) dirs.push_back(d.string());
+    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf report"}, {"inputs", dirs}};
+    const auto verdicts = reports::evaluate_rules(in);
+    reports::write_report(in, o.out);
+    std::printf("%s", reports::terminal_summary(in, verdicts).c_str());
+    std::size_t failed = 0;
+    for (const auto& v : verdicts) failed += !v.pass;
+    std::printf("\n%zu run pairs, %zu kernel cases, %zu rules, %zu failed. Report: %s/report.html\n", in.pairs.size(),
+                in.kernels.size(), verdicts.size(), failed, o.out.c_str());
+    return failed ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvconf report: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace kvconf::tools
