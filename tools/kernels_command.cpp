@@ -14,6 +14,7 @@
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/registry.hpp"
+#include "kvconf/reports/report.hpp"
 #include "result_store.hpp"
 
 namespace kvconf::tools {
@@ -190,10 +191,16 @@ int run(const KernelsCliOptions& o) {
     failed_rules += f;
     failed_items += f > 0;
   }
-  // REPORT WRITER CALL SITE (lead): render DIR/report.{json,md,html} and DIR/junit.xml from DIR/kernels.jsonl here,
-  // e.g. reports::write_reports(o.out, /*pairs=*/{}, records).
+  // The report of this folder: one JUnit test case per rule and case, the oracle-error plots, the kernel table.
+  reports::ReportInput in;
+  in.title = "kvconf kernels";
+  in.kernels = records;
+  in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf kernels"}, {"filter", o.filter},
+             {"quick", o.quick}, {"shard", shard.str()}};
+  reports::write_report(in, o.out);
   std::printf("\n%zu items (%zu run, %zu resumed, %zu skipped), %zu rules, %zu failed in %zu items; %.1f s. Records: %s\n",
               records.size(), ran, resumed, skipped, rules, failed_rules, failed_items, secs, store.file().c_str());
+  std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
   return failed_rules ? 1 : 0;
 }
 
