@@ -1,11 +1,13 @@
-// `kvconf run`: self-checks, then the quick kernel sweep (on a second thread) beside the model runs, then the report
+// `kvconf run`: self-checks, then the quick kernel sweep and the model runs on two workers, then the report
 // (report.json/md/html, junit.xml) and the terminal summary. Everything finished is on disk as it finishes
 // (DIR/kernels.jsonl, DIR/models/<fixture>/pairs.jsonl), so --resume after an interruption redoes nothing finished.
 #include "run_command.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -128,40 +130,53 @@ int run_command(const RunOptions& o) {
     int failed_checks = 0;
     const nlohmann::json selfcheck = checks.empty() ? nlohmann::json() : run_self_checks(checks, o.out, failed_checks);
 
-    // The kernel sweep on a second thread; the model runs here (2 cores).
-    std::printf("\n== kernel sweep: %zu items (quick shapes) on a second thread -> %s\n", items.size(),
-                (o.out / "kernels.jsonl").c_str());
-    std::printf("== model runs: %zu fixtures -> %s/models/<fixture>/pairs.jsonl\n", models.size(), o.out.c_str());
+    // Two workers (2 cores) take jobs in order: the kernel sweep and one job per fixture. Progress goes to stderr as
+    // plain lines (two workers would fight over one redrawn line).
+    std::printf("\n== kernel sweep: %zu items (quick shapes) -> %s\n", items.size(), (o.out / "kernels.jsonl").c_str());
+    std::printf("== model runs: %zu fixtures -> %s/models/<fixture>/pairs.jsonl (2 workers)\n", models.size(),
+                o.out.c_str());
     std::fflush(stdout);
-    std::string sweep_error;
+    std::vector<std::function<void()>> jobs;
     std::size_t sweep_ran = 0;
-    const auto t_sweep = Clock::now();
     double sweep_secs = 0.0;
-    std::thread sweep([&] {
-      if (!items.empty()) sweep_error = run_kernel_sweep(so, items, o.out, o.resume, sweep_ran);
-      sweep_secs = seconds_since(t_sweep);
-    });
-    std::vector<std::filesystem::path> dirs;
-    if (!items.empty()) dirs.push_back(o.out);  // kernels.jsonl
-    std::string model_error;
-    try {
-      for (const auto& m : models) {
-        ProgressBar bar(m.model);
+    if (!items.empty()) {
+      jobs.push_back([&] {
+        const auto t0 = Clock::now();
+        const std::string err = run_kernel_sweep(so, items, o.out, o.resume, sweep_ran);
+        if (!err.empty()) throw std::runtime_error("kernel sweep: " + err);
+        sweep_secs = seconds_since(t0);
+      });
+    }
+    for (const auto& m : models) {
+      jobs.push_back([&m] {
+        ProgressBar bar(m.model, stderr, false, 15.0);
         run_protocol(m, [&](const Progress& p) { bar.update(p); });
         bar.finish();
-        dirs.push_back(m.out);
-      }
-    } catch (...) {
-      sweep.join();
-      throw;
+      });
     }
-    sweep.join();
-    if (!sweep_error.empty()) throw std::runtime_error("kernel sweep: " + sweep_error);
+    std::vector<std::exception_ptr> errors(jobs.size());
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      for (std::size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+        try {
+          jobs[j]();
+        } catch (...) {
+          errors[j] = std::current_exception();
+        }
+      }
+    };
+    std::thread second(worker);
+    worker();
+    second.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);  // the first failed job, in plan order
     if (!items.empty())
       std::printf("   kernel sweep: %zu items run (%zu resumed) in %.1f s\n", sweep_ran, items.size() - sweep_ran,
                   sweep_secs);
+    std::vector<std::filesystem::path> dirs;
+    if (!items.empty()) dirs.push_back(o.out);  // kernels.jsonl
+    for (const auto& m : models) dirs.push_back(m.out);
 
-    // Only self-checks selected (--filter): an empty report beside selfcheck.json.
     reports::ReportInput in = (items.empty() && models.empty()) ? reports::ReportInput{} : reports::read_results(dirs);
     in.title = "kvconf run";
     in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf run"}, {"filter", o.filter},

@@ -21,7 +21,8 @@ RunPlan default_run_plan(const std::filesystem::path& out, const std::filesystem
   plan.kernels.quick = true;
   std::vector<std::string> profiles;
   for (const auto& p : engine::builtin_profiles()) profiles.push_back(p.name);
-  std::vector<std::string> fixtures = {"llama2-tiny", "mistral-tiny", "gemma2-tiny"};
+  // Slowest first, so that `kvconf run`'s two workers finish together.
+  std::vector<std::string> fixtures = {"gemma2-tiny", "mistral-tiny", "llama2-tiny"};
   if (std::filesystem::exists(shared_dir / "models" / "stories260K" / "stories260K.bin"))
     fixtures.push_back("stories260K");
   for (const auto& f : fixtures) {
