@@ -145,7 +145,8 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
       "model",
       "Run the seed paper's protocol on one model: for every profile x strategy x seed x prompt, the cache-ON /\n"
       "cache-OFF pair free-running (FlipsAreNearTies rule) and teacher-forced, GSM8K correctness of both paths.\n"
-      "Results: OUT/pairs.jsonl (one record per pair, appended as it finishes), OUT/manifest.json. Exit 0: every\n"
+      "Results: OUT/pairs.jsonl (one record per pair, appended as it finishes), OUT/manifest.json, and the report\n"
+                "(OUT/report.html, report.md, report.json, junit.xml). Exit 0: every\n"
       "pair's rules pass; 1: a rule failed; 2: bad input. Prompt format and sampling: docs/PROTOCOL.md.");
   m->add_option("--model", o.model,
                 "fixture:NAME (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K), a checkpoint folder, its\n"

@@ -2,6 +2,7 @@
 #include "kvconf/engine/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   std::string tmpl = path.string() + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) fail("mkstemp");
+  // mkstemp creates 0600; reports and baselines are meant to be read by others, as a plain open() would leave them.
+  if (::fchmod(fd, 0644) != 0) {
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    fail("fchmod");
+  }
   std::size_t done = 0;
   while (done < content.size()) {
     const ssize_t w = ::write(fd, content.data() + done, content.size() - done);

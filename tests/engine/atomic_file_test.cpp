@@ -45,3 +45,15 @@ TEST(AtomicFile, UnwritablePathThrowsNamingThePath) {
 }
 
 }  // namespace
+
+// Reports and baselines are for others to read: the file ends up rw-r--r--, not mkstemp's private 0600.
+TEST(AtomicFile, WrittenFileIsReadableByOthers) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "kvconf_atomic_perm_test";
+  fs::remove_all(dir);
+  kvconf::engine::write_file_atomic(dir / "report.md", "# r\n");
+  const fs::perms p = fs::status(dir / "report.md").permissions();
+  EXPECT_NE(p & fs::perms::others_read, fs::perms::none);
+  EXPECT_NE(p & fs::perms::group_read, fs::perms::none);
+  fs::remove_all(dir);
+}
