@@ -13,11 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-json num(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return x;
-}
+json num(double x) { return json_number(x); }
 
 [[noreturn]] void bad(const std::string& field, const std::string& expected) {
   throw std::runtime_error("field '" + field + "': expected " + expected);
@@ -33,14 +29,7 @@ const json& at(const json& j, const std::string& prefix, const char* name) {
 std::string path(const std::string& prefix, const char* name) { return prefix.empty() ? name : prefix + "." + name; }
 
 double get_num(const json& j, const std::string& prefix, const char* name) {
-  const json& v = at(j, prefix, name);
-  if (v.is_number()) return v.get<double>();
-  if (v.is_string()) {
-    const auto s = v.get<std::string>();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-  }
+  if (const auto x = number_from_json(at(j, prefix, name))) return *x;
   bad(path(prefix, name), "a number (or \"inf\", \"-inf\", \"nan\")");
 }
 
@@ -137,6 +126,23 @@ json rules_json(const CheckResults& rs) {
 }
 
 }  // namespace
+
+json json_number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+std::optional<double> number_from_json(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto s = v.get<std::string>();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::nullopt;
+}
 
 double RegimeRecord::mean_kl() const {
   return kl.empty() ? 0.0 : std::accumulate(kl.begin(), kl.end(), 0.0) / static_cast<double>(kl.size());

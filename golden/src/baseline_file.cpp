@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kvconf/conformance/records.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/golden/golden.hpp"
 
@@ -14,12 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-// JSON has no infinities: a bitwise rule's bound or a blown-up error is written as a string.
-json num(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return x;
-}
+// JSON has no infinities: a bitwise rule's bound or a blown-up error is written as a string (records.hpp).
+json num(double x) { return conformance::json_number(x); }
 
 struct Reader {
   const std::string& file;
@@ -51,14 +48,7 @@ struct Reader {
     return v.get<std::uint64_t>();
   }
   double number(const json& j, const std::string& where, const char* name) const {
-    const json& v = at(j, where, name);
-    if (v.is_number()) return v.get<double>();
-    if (v.is_string()) {
-      const auto s = v.get<std::string>();
-      if (s == "inf") return std::numeric_limits<double>::infinity();
-      if (s == "-inf") return -std::numeric_limits<double>::infinity();
-      if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    }
+    if (const auto x = conformance::number_from_json(at(j, where, name))) return *x;
     bad(where + "." + name, "a number (or \"inf\", \"-inf\", \"nan\")");
   }
   std::vector<int> ints(const json& j, const std::string& where, const char* name) const {

@@ -11,21 +11,13 @@
 #include <vector>
 
 #include "kvconf/analysis/stats.hpp"
+#include "stats_test_support.hpp"
 
 namespace kvconf::analysis {
 namespace {
 
 using V = std::vector<double>;
 
-#define EXPECT_INVALID(expr, fn)                                                          \
-  do {                                                                                    \
-    try {                                                                                 \
-      (void)(expr);                                                                       \
-      ADD_FAILURE() << #expr " did not throw";                                            \
-    } catch (const std::invalid_argument& e) {                                            \
-      EXPECT_EQ(std::string(e.what()).rfind(std::string(fn) + ":", 0), 0u) << e.what();   \
-    }                                                                                     \
-  } while (0)
 
 // SplitMix64 (Vigna's splitmix64.c) from seed 1234567: the first five outputs as listed by the Rosetta Code task
 // "Pseudo-random numbers/Splitmix64"; re-derived in python3 with 64-bit masked integer arithmetic.

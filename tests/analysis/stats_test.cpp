@@ -14,22 +14,13 @@
 #include <vector>
 
 #include "kvconf/analysis/stats.hpp"
+#include "stats_test_support.hpp"
 
 namespace kvconf::analysis {
 namespace {
 
 using V = std::vector<double>;
 
-// Expects `expr` to throw std::invalid_argument whose message starts with "<fn>:".
-#define EXPECT_INVALID(expr, fn)                                                          \
-  do {                                                                                    \
-    try {                                                                                 \
-      (void)(expr);                                                                       \
-      ADD_FAILURE() << #expr " did not throw";                                            \
-    } catch (const std::invalid_argument& e) {                                            \
-      EXPECT_EQ(std::string(e.what()).rfind(std::string(fn) + ":", 0), 0u) << e.what();   \
-    }                                                                                     \
-  } while (0)
 
 // Paired outcomes from a 2×2 table (both, a only, b only, neither), as contiguous bools for std::span<const bool>.
 struct Paired {

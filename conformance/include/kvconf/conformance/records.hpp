@@ -58,6 +58,11 @@ struct KernelCaseRecord {
   std::string key() const;  // "kernel|case_id"
 };
 
+// JSON has no infinities or NaN: such numbers (a bitwise rule's −inf headroom) are written as "inf", "-inf", "nan".
+// Every kvconf file that stores measurements (records, golden baselines) uses these two.
+nlohmann::json json_number(double x);
+std::optional<double> number_from_json(const nlohmann::json& v);  // a number or one of those strings; else nullopt
+
 nlohmann::json to_json(const CheckResult& r);
 nlohmann::json to_json(const RegimeRecord& r);
 nlohmann::json to_json(const RunPairRecord& r);   // carries "schema": kRunPairSchema
