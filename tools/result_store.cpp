@@ -2,6 +2,7 @@
 #include "result_store.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -71,31 +72,38 @@ JsonlStore::JsonlStore(std::filesystem::path file, bool resume,
   const bool exists = std::filesystem::exists(file_, ec);
   if (exists && !resume && std::filesystem::file_size(file_, ec) > 0)
     throw BadInput(file_.string() + " exists: pass --resume to continue that run, or choose another --out");
-  if (exists && resume) {
-    records_ = parse_lines(file_, dropped_torn_);
-    for (std::size_t i = 0; i < records_.size(); ++i) {
-      try {
-        keys_.insert(key_of_(records_[i]));
-      } catch (const std::exception& e) {
-        throw BadInput(file_.string() + " record " + std::to_string(i + 1) + ": " + e.what());
-      }
-    }
-    if (dropped_torn_) {
-      // Rewrite without the torn tail so the next append starts on a fresh line.
-      std::string body;
-      for (const auto& r : records_) body += r.dump() + "\n";
-      const auto tmp = file_.string() + ".tmp";
-      {
-        std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-        o << body;
-        if (!o.flush()) throw BadInput("cannot write " + tmp);
-      }
-      std::filesystem::rename(tmp, file_, ec);
-      if (ec) throw BadInput("cannot replace " + file_.string() + ": " + ec.message());
-    }
-  }
   fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw BadInput("cannot open " + file_.string() + " for appending: " + std::strerror(errno));
+  // One writer per results file: a second kvconf process on the same --out would interleave records.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw BadInput(file_.string() + " is being written by another kvconf process; wait for it or choose another --out");
+  }
+  if (exists && resume) {
+    try {
+      records_ = parse_lines(file_, dropped_torn_);
+      for (std::size_t i = 0; i < records_.size(); ++i) {
+        try {
+          keys_.insert(key_of_(records_[i]));
+        } catch (const std::exception& e) {
+          throw BadInput(file_.string() + " record " + std::to_string(i + 1) + ": " + e.what());
+        }
+      }
+      if (dropped_torn_) {
+        // Cut the torn tail so the next append starts on a fresh line (we hold the lock; the file is ours).
+        std::string body;
+        for (const auto& r : records_) body += r.dump() + "\n";
+        if (::ftruncate(fd_, 0) != 0 || ::write(fd_, body.data(), body.size()) != static_cast<ssize_t>(body.size()) ||
+            ::fsync(fd_) != 0)
+          throw BadInput("cannot rewrite " + file_.string() + " without its torn last line: " + std::strerror(errno));
+      }
+    } catch (...) {
+      ::close(fd_);
+      fd_ = -1;
+      throw;
+    }
+  }
 }
 
 JsonlStore::~JsonlStore() {

@@ -18,7 +18,8 @@ class JsonlStore {
  public:
   // Opens `file` for appending. Without `resume`, a non-empty existing file is BadInput ("... exists: pass --resume
   // to continue it, or choose another --out"). With `resume`, each complete line is parsed and keyed with `key_of`
-  // (a line that does not parse, other than a torn last line, is BadInput naming file and line).
+  // (a line that does not parse, other than a torn last line, is BadInput naming file and line). The file is
+  // locked (flock) while the store lives: a second store on it, in this or another process, is BadInput.
   JsonlStore(std::filesystem::path file, bool resume, std::function<std::string(const nlohmann::json&)> key_of);
   ~JsonlStore();
   JsonlStore(const JsonlStore&) = delete;

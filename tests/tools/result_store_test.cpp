@@ -82,6 +82,23 @@ TEST(JsonlStore, UnwritableFolderIsBadInput) {
   EXPECT_THROW(JsonlStore(d / "no-such-folder" / "pairs.jsonl", false, key_of), BadInput);
 }
 
+// Two writers on one results file would interleave records: the second is refused while the first holds it.
+TEST(JsonlStore, SecondWriterOnTheSameFileIsRefused) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  {
+    JsonlStore first(f, false, key_of);
+    first.append({{"k", "a"}});
+    try {
+      JsonlStore second(f, true, key_of);
+      ADD_FAILURE() << "a second writer was allowed";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("another kvconf process"), std::string::npos) << e.what();
+    }
+  }
+  JsonlStore after(f, true, key_of);  // released with the first store
+  EXPECT_TRUE(after.has("a"));
+}
+
 TEST(Shard, ParsesAndPartitions) {
   const Shard s = parse_shard("1/3");
   EXPECT_EQ(s.index, 1u);
