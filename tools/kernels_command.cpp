@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bad_input.hpp"
+#include "provenance.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/registry.hpp"
@@ -195,8 +196,8 @@ int run(const KernelsCliOptions& o) {
   reports::ReportInput in;
   in.title = "kvconf kernels";
   in.kernels = records;
-  in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf kernels"}, {"filter", o.filter},
-             {"quick", o.quick}, {"shard", shard.str()}};
+  in.meta = provenance("kvconf kernels");
+  in.meta.update({{"filter", o.filter}, {"quick", o.quick}, {"shard", shard.str()}});
   reports::write_report(in, o.out);
   std::printf("\n%zu items (%zu run, %zu resumed, %zu skipped), %zu rules, %zu failed in %zu items; %.1f s. Records: %s\n",
               records.size(), ran, resumed, skipped, rules, failed_rules, failed_items, secs, store.file().c_str());

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "bad_input.hpp"
+#include "provenance.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
 
@@ -192,9 +193,9 @@ int model_command(const ModelCliOptions& c) {
     reports::ReportInput in;
     in.title = "kvconf model " + o.model;
     in.pairs = r.records;
-    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf model"}, {"model", o.model},
-               {"shard", o.shard.str()}, {"max_new_tokens", o.max_new_tokens}, {"n", o.n},
-               {"sample_seed", o.sample_seed}};
+    in.meta = provenance("kvconf model");
+    in.meta.update({{"model", o.model}, {"shard", o.shard.str()}, {"max_new_tokens", o.max_new_tokens}, {"n", o.n},
+                    {"sample_seed", o.sample_seed}});
     const auto verdicts = reports::evaluate_rules(in);
     reports::write_report(in, o.out);
     std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "kvconf/reports/report.hpp"
+#include "provenance.hpp"
 
 namespace kvconf::tools {
 
@@ -29,7 +30,8 @@ int report_command(const ReportCliOptions& o) {
     in.title = o.title;
     nlohmann::json dirs = nlohmann::json::array();
     for (const auto& d : o.in) dirs.push_back(d.string());
-    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf report"}, {"inputs", dirs}};
+    in.meta = provenance("kvconf report");
+    in.meta["inputs"] = dirs;
     const auto verdicts = reports::evaluate_rules(in);
     reports::write_report(in, o.out);
     std::printf("%s", reports::terminal_summary(in, verdicts).c_str());

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bad_input.hpp"
+#include "provenance.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/reports/report.hpp"
@@ -179,8 +180,12 @@ int run_command(const RunOptions& o) {
 
     reports::ReportInput in = (items.empty() && models.empty()) ? reports::ReportInput{} : reports::read_results(dirs);
     in.title = "kvconf run";
-    in.meta = {{"kvconf_version", KVCONF_VERSION}, {"command", "kvconf run"}, {"filter", o.filter},
-               {"selfcheck", selfcheck}, {"seconds", seconds_since(t_start)}};
+    in.meta = provenance("kvconf run");
+    in.meta["filter"] = o.filter;
+    if (!checks.empty())
+      in.meta["selfcheck"] = std::to_string(checks.size()) + " run, " + std::to_string(failed_checks) +
+                             " failed (selfcheck.json)";
+    in.meta["seconds"] = seconds_since(t_start);
     const auto verdicts = reports::evaluate_rules(in);
     reports::write_report(in, o.out);
     std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());

@@ -1,0 +1,20 @@
+// provenance(): the fields every report's meta starts with (provenance.hpp).
+#include "provenance.hpp"
+
+#include <unistd.h>
+
+#include <ctime>
+
+namespace kvconf::tools {
+
+nlohmann::json provenance(const std::string& command) {
+  char date[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc)) std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  char host[256] = "";
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return {{"kvconf_version", KVCONF_VERSION}, {"command", command}, {"date", date}, {"host", host}};
+}
+
+}  // namespace kvconf::tools
