@@ -5,6 +5,7 @@
 //   Cpu/AttentionConformance.CapacityInvariant       cache-invariant kernels: output independent of capacity
 // each within the sum of the paths' bounds, or bitwise for cache-invariant kernels; and
 // Cpu/AttentionConformanceSeeds.SlowManySeeds: every attention rule (oracle included) over 20 seeds per case.
+// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include <array>
 
 #include "suite_support.hpp"
@@ -56,8 +57,8 @@ TEST_P(AttentionConformance, CapacityInvariant) {
   expect_pass(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionConformance,
-                         ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(AttentionConformance,
+                           ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformance);
 
 class AttentionConformanceSeeds : public ::testing::TestWithParam<AttnParam> {};
@@ -74,15 +75,15 @@ TEST_P(AttentionConformanceSeeds, SlowManySeeds) {
     sweep("attention_capacity", id, [&](std::uint64_t s) { return check_attention_capacity(*k, c, s); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionConformanceSeeds,
-                         ::testing::ValuesIn(pairs_for_ids(
-                             registry().attention(), attention_cases(),
-                             {"q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
-                              "q16_kv160_d256_h8_gqa2_causal_win64_cap0_sc50_normal",
-                              "q1_kv512_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
-                              "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_p_flush",
-                              "q12_kv80_d64_h4_gqa1_noncausal_win16_cap0_sc0_normal"})),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(AttentionConformanceSeeds,
+                           ::testing::ValuesIn(pairs_for_ids(
+                               registry().attention(), attention_cases(),
+                               {"q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
+                                "q16_kv160_d256_h8_gqa2_causal_win64_cap0_sc50_normal",
+                                "q1_kv512_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
+                                "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_p_flush",
+                                "q12_kv80_d64_h4_gqa1_noncausal_win16_cap0_sc0_normal"})),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformanceSeeds);
 
 }  // namespace

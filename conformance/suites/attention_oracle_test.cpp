@@ -1,5 +1,6 @@
 // Cpu/AttentionConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every attention
 // kernel of the registry on every attention case.
+// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -17,13 +18,11 @@ TEST_P(AttentionConformance, MatchesOracle) {
   expect_pass(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionConformance,
-                         ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(AttentionConformance,
+                           ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformance);
 
-TEST(AttentionConformanceRegistry, HasCpuKernels) {
-  EXPECT_FALSE(registry().attention().empty()) << "no CPU attention kernels registered";
-}
+KVCONF_REGISTRY_TEST(AttentionConformanceRegistry) { expect_registered(registry().attention(), "attention"); }
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,5 +1,6 @@
 // Cpu/GemmConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every GEMM kernel of
 // the registry on every GEMM case; Cpu/GemmConformanceSeeds.SlowManySeeds: the same over 20 seeds per case.
+// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -17,8 +18,8 @@ TEST_P(GemmConformance, MatchesOracle) {
   expect_pass(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, GemmConformance, ::testing::ValuesIn(all_pairs(registry().gemm(), gemm_cases())),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(GemmConformance, ::testing::ValuesIn(all_pairs(registry().gemm(), gemm_cases())),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GemmConformance);
 
 class GemmConformanceSeeds : public ::testing::TestWithParam<GemmParam> {};
@@ -29,15 +30,15 @@ TEST_P(GemmConformanceSeeds, SlowManySeeds) {
   sweep("gemm_oracle", c.id(), [&](std::uint64_t seed) { return check_gemm_matches_oracle(*k, c, seed); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, GemmConformanceSeeds,
-                         ::testing::ValuesIn(pairs_for_ids(registry().gemm(), gemm_cases(),
-                                                           {"m1_n256_k1024_normal", "m33_n64_k4096_normal",
-                                                            "m8_n64_k2048_wide_range", "m1_n64_k4096_same_sign"})),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(GemmConformanceSeeds,
+                           ::testing::ValuesIn(pairs_for_ids(registry().gemm(), gemm_cases(),
+                                                             {"m1_n256_k1024_normal", "m33_n64_k4096_normal",
+                                                              "m8_n64_k2048_wide_range", "m1_n64_k4096_same_sign"})),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GemmConformanceSeeds);
 
 // The suite is only as good as the registry it runs over.
-TEST(GemmConformanceRegistry, HasCpuKernels) { EXPECT_FALSE(registry().gemm().empty()) << "no CPU GEMM kernels registered"; }
+KVCONF_REGISTRY_TEST(GemmConformanceRegistry) { expect_registered(registry().gemm(), "GEMM"); }
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,7 +1,8 @@
 // FlipsAreNearTies (DESIGN.md rule 3): in free-running generation, at the first step where cache-ON and cache-OFF
 // pick different tokens, the flip must be explained by rounding-sized perturbations (docs/TOLERANCES.md "Model rules:
 // near-tie flips"). Per run it also records divergence, KL in both regimes and the flip index.
-// Names: Cpu/ModelConformance.FlipsAreNearTies/<fixture>__<profile>__<strategy>...
+// Names: Cpu/ModelConformance.FlipsAreNearTies/<fixture>__<profile>__<strategy>...; built with KVCONF_SUITE_GPU:
+// Cuda/ModelConformance... under cuda-fp16 (the fp32 reference stays the CPU fp32 profile), skipping without a device.
 #include "model_suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -11,6 +12,7 @@ class ModelConformance : public ::testing::TestWithParam<ModelParam> {};
 
 TEST_P(ModelConformance, FlipsAreNearTies) {
   const ModelCase& c = GetParam().c;
+  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
   KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
@@ -35,9 +37,10 @@ TEST_P(ModelConformance, FlipsAreNearTies) {
   RecordProperty("divergence_rate", num17(static_cast<double>(diverged) / static_cast<double>(prompts.size())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, ModelConformance,
-                         ::testing::ValuesIn(model_params({"fp16-eager", "fp16-flash2", "bf16-eager"})),
-                         ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(ModelConformance,
+                           ::testing::ValuesIn(model_params(suite_profiles({"fp16-eager", "fp16-flash2", "bf16-eager"},
+                                                                           {"cuda-fp16"}))),
+                           ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,7 +1,9 @@
 // Fp32Conformance (seed paper §6.3, the falsification run): under the fp32 profile — the same shape-dependent kernels
 // as fp16-eager, in fp32 — greedy cache-ON and cache-OFF give identical token sequences on every prompt, and the mean
 // KL(p_on‖p_off) is at most 1e-8 × fp16-eager's on the same prompts when fp16 diverges on at least one of them.
-// Names: Cpu/Fp32Conformance.TokensIdenticalAndKlNegligible/<fixture>__fp32__<strategy>...
+// Names: Cpu/Fp32Conformance.TokensIdenticalAndKlNegligible/<fixture>__fp32__<strategy>...; built with
+// KVCONF_SUITE_GPU: Cuda/Fp32Conformance.../<fixture>__cuda-fp32__... (cuda-fp32 against cuda-fp16), skipping
+// without a device.
 #include "model_suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -12,12 +14,17 @@ class Fp32Conformance : public ::testing::TestWithParam<ModelParam> {};
 // The paper's "> 8 orders of magnitude" (DESIGN.md paper-derived thresholds).
 constexpr double kKlRatio = 1e-8;
 
+// The fp16 profile an fp32 profile is compared with: the same kernels in fp16.
+std::string fp16_partner(const std::string& fp32_profile) { return fp32_profile == "cuda-fp32" ? "cuda-fp16" : "fp16-eager"; }
+
 TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
   const ModelCase& c = GetParam().c;
+  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
+  KVCONF_SKIP_IF_UNAVAILABLE(fp16_partner(c.profile));
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
   KVCONF_SKIP_IF_MISSING(f);
-  const engine::ProfileKernels k32 = profile_kernels("fp32");
-  const engine::ProfileKernels k16 = profile_kernels("fp16-eager");
+  const engine::ProfileKernels k32 = profile_kernels(c.profile);
+  const engine::ProfileKernels k16 = profile_kernels(fp16_partner(c.profile));
   const engine::Model& m32 = fixture_model(f, Format::fp32);
   const engine::Model& m16 = fixture_model(f, Format::fp16);
   const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
@@ -72,7 +79,8 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
   expect_pass({r});
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, Fp32Conformance, ::testing::ValuesIn(model_params({"fp32"})), ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(Fp32Conformance, ::testing::ValuesIn(model_params(suite_profiles({"fp32"}, {"cuda-fp32"}))),
+                           ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,6 +1,7 @@
 // InvariantConformance: under the fp16-invariant profile (G1 + A7 + R2) cache-ON and cache-OFF give bitwise identical
 // logits at every step, and chunked prefill (1, 4, 16) equals one shot — on every fixture.
-// Names: Cpu/InvariantConformance.CacheOnMatchesCacheOffBitwise/<fixture>__fp16-invariant__<strategy>...
+// Names: Cpu/InvariantConformance.CacheOnMatchesCacheOffBitwise/<fixture>__fp16-invariant__<strategy>...; built with
+// KVCONF_SUITE_GPU: Cuda/InvariantConformance... under cuda-fp16-invariant, skipping without a device.
 #include "model_suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -10,6 +11,7 @@ class InvariantConformance : public ::testing::TestWithParam<ModelParam> {};
 
 TEST_P(InvariantConformance, CacheOnMatchesCacheOffBitwise) {
   const ModelCase& c = GetParam().c;
+  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
   KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
@@ -25,8 +27,9 @@ TEST_P(InvariantConformance, CacheOnMatchesCacheOffBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, InvariantConformance, ::testing::ValuesIn(model_params({"fp16-invariant"})),
-                         ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(InvariantConformance,
+                           ::testing::ValuesIn(model_params(suite_profiles({"fp16-invariant"}, {"cuda-fp16-invariant"}))),
+                           ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

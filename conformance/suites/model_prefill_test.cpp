@@ -1,6 +1,8 @@
 // PrefillConformance (seed paper §5.2: prefill gives identical states in both paths): for every fixture and profile,
 // the prompt's logits and every layer's hidden states from the cache-ON prefill equal the cache-OFF recompute's bit
-// for bit. Names: Cpu/PrefillConformance.PromptStatesBitwiseEqual/<fixture>__<profile>__...
+// for bit. Names: Cpu/PrefillConformance.PromptStatesBitwiseEqual/<fixture>__<profile>__... (every CPU profile);
+// built with KVCONF_SUITE_GPU: Cuda/PrefillConformance... over the GPU profiles (cuda-fp16, cuda-fp32,
+// cuda-fp16-invariant), skipping with the reason where no CUDA device can run them.
 #include "model_suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -10,6 +12,7 @@ class PrefillConformance : public ::testing::TestWithParam<ModelParam> {};
 
 TEST_P(PrefillConformance, PromptStatesBitwiseEqual) {
   const ModelCase& c = GetParam().c;
+  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
   KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
@@ -26,13 +29,14 @@ TEST_P(PrefillConformance, PromptStatesBitwiseEqual) {
 
 std::vector<ModelParam> params() {
   std::vector<std::string> profiles;
-  for (const engine::Profile& p : engine::builtin_profiles()) profiles.push_back(p.name);
+  for (const engine::Profile& p : kGpuSuite ? engine::gpu_profiles() : engine::builtin_profiles())
+    profiles.push_back(p.name);
   std::vector<ModelParam> v;
   for (const ModelCase& c : model_cases(fixture_names(), profiles, false)) v.push_back({c});
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, PrefillConformance, ::testing::ValuesIn(params()), ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(PrefillConformance, ::testing::ValuesIn(params()), ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -41,9 +41,24 @@ inline bool under_ci() {
     }                                                                                          \
   } while (0)
 
-// A profile's kernels from the CPU registry.
+// In a test body: GTEST_SKIP with the reason when the profile cannot run here (a GPU profile without a usable CUDA
+// device, or a build without CUDA: engine::profile_unavailable). Comes before KVCONF_SKIP_IF_MISSING.
+#define KVCONF_SKIP_IF_UNAVAILABLE(profile_name)                                                          \
+  do {                                                                                                     \
+    if (const auto why_ = ::kvconf::engine::profile_unavailable(::kvconf::engine::find_profile(profile_name))) \
+      GTEST_SKIP() << "profile " << (profile_name) << ": " << *why_;                                      \
+  } while (0)
+
+// A profile's kernels, resolved against the CPU registry (a GPU profile's CUDA kernels come from the engine's GPU
+// fallback registry: engine::resolve), whichever registry() this build's kernel suites use.
 inline engine::ProfileKernels profile_kernels(const std::string& name) {
-  return engine::resolve(engine::find_profile(name), registry());
+  static const kernels::Registry cpu = kernels::cpu_registry();
+  return engine::resolve(engine::find_profile(name), cpu);
+}
+
+// The model suites' profiles: the CPU ones, or (KVCONF_SUITE_GPU builds: the Cuda/ model suites) the GPU ones.
+inline std::vector<std::string> suite_profiles(const std::vector<std::string>& cpu, const std::vector<std::string>& gpu) {
+  return kGpuSuite ? gpu : cpu;
 }
 
 struct ModelParam {

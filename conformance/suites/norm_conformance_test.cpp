@@ -1,5 +1,6 @@
 // Cpu/NormConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every RMSNorm kernel
 // of the registry on every norm case; Cpu/NormConformanceSeeds.SlowManySeeds: the same over 20 seeds per case.
+// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -17,8 +18,8 @@ TEST_P(NormConformance, MatchesOracle) {
   expect_pass(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, NormConformance, ::testing::ValuesIn(all_pairs(registry().norm(), norm_cases())),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(NormConformance, ::testing::ValuesIn(all_pairs(registry().norm(), norm_cases())),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NormConformance);
 
 class NormConformanceSeeds : public ::testing::TestWithParam<NormParam> {};
@@ -29,15 +30,15 @@ TEST_P(NormConformanceSeeds, SlowManySeeds) {
   sweep("norm_oracle", c.id(), [&](std::uint64_t seed) { return check_norm_matches_oracle(*k, c, seed); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, NormConformanceSeeds,
-                         ::testing::ValuesIn(pairs_for_ids(registry().norm(), norm_cases(),
-                                                           {"r1_d4096_eps1e-06_llama_normal",
-                                                            "r8_d2304_eps1e-06_gemma_wide_range",
-                                                            "r4_d64_eps1e-05_llama_same_sign"})),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(NormConformanceSeeds,
+                           ::testing::ValuesIn(pairs_for_ids(registry().norm(), norm_cases(),
+                                                             {"r1_d4096_eps1e-06_llama_normal",
+                                                              "r8_d2304_eps1e-06_gemma_wide_range",
+                                                              "r4_d64_eps1e-05_llama_same_sign"})),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NormConformanceSeeds);
 
-TEST(NormConformanceRegistry, HasCpuKernels) { EXPECT_FALSE(registry().norm().empty()) << "no CPU RMSNorm kernels registered"; }
+KVCONF_REGISTRY_TEST(NormConformanceRegistry) { expect_registered(registry().norm(), "RMSNorm"); }
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,6 +1,7 @@
 // Cpu/ProjectionConformance.CacheOnMatchesCacheOff/<kernel>__<case>: rule 2 for projections — the K/V rows of a
 // sequence from the prompt prefill (M = prompt) and decode steps (M = 1) vs the full-prefix GEMM (M = total),
 // within the sum of the two paths' bounds, bitwise for cache-invariant kernels; plus the 20-seed sweep.
+// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -24,8 +25,8 @@ TEST_P(ProjectionConformance, CacheOnMatchesCacheOff) {
   expect_pass(r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, ProjectionConformance,
-                         ::testing::ValuesIn(all_pairs(registry().gemm(), projection_cases())), ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(ProjectionConformance,
+                           ::testing::ValuesIn(all_pairs(registry().gemm(), projection_cases())), ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ProjectionConformance);
 
 class ProjectionConformanceSeeds : public ::testing::TestWithParam<ProjParam> {};
@@ -36,11 +37,11 @@ TEST_P(ProjectionConformanceSeeds, SlowManySeeds) {
   sweep("projection_on_off", c.id(), [&](std::uint64_t seed) { return check_projection_cache_on_off(*k, c, seed); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, ProjectionConformanceSeeds,
-                         ::testing::ValuesIn(pairs_for_ids(registry().gemm(), projection_cases(),
-                                                           {"p8_t16_n256_k1024_normal", "p5_t9_n128_k4096_normal",
-                                                            "p4_t8_n64_k2048_wide_range"})),
-                         ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(ProjectionConformanceSeeds,
+                           ::testing::ValuesIn(pairs_for_ids(registry().gemm(), projection_cases(),
+                                                             {"p8_t16_n256_k1024_normal", "p5_t9_n128_k4096_normal",
+                                                              "p4_t8_n64_k2048_wide_range"})),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ProjectionConformanceSeeds);
 
 }  // namespace

@@ -1,6 +1,8 @@
-// Shared by the conformance suites: the CPU registry they instantiate over, (kernel, case) parameters and their
-// test names (`<kernel>__<case_id>`, non-alphanumerics as `_`, `__Slow` appended for slow cases so that
-// kvconf_add_test gives them the `slow` label), recording CheckResults as test properties, and the seed sweep.
+// Shared by the conformance suites: the registry they instantiate over (the CPU registry, prefix Cpu; built with
+// KVCONF_SUITE_GPU, the GPU registry, prefix Cuda: the same sources make the `gpu` executables), (kernel, case)
+// parameters and their test names (`<kernel>__<case_id>`, non-alphanumerics as `_`, `__Slow` appended for slow
+// cases so that kvconf_add_test gives them the `slow` label), recording CheckResults as test properties, and the
+// seed sweep.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,12 +18,51 @@
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/kernels/registry.hpp"
+#if defined(KVCONF_SUITE_GPU)
+#include "kvconf/kernels/gpu.hpp"
+#endif
+
+// KVCONF_INSTANTIATE_SUITE_P(Suite, generator, name): INSTANTIATE_TEST_SUITE_P with the backend prefix, Cpu or
+// Cuda (an indirection, so the prefix macro expands before gtest pastes it into its identifiers).
+#if defined(KVCONF_SUITE_GPU)
+#define KVCONF_SUITE_PREFIX Cuda
+#else
+#define KVCONF_SUITE_PREFIX Cpu
+#endif
+// KVCONF_REGISTRY_TEST(Suite): the registry test, Suite.HasCpuKernels or Suite.HasCudaKernels.
+#if defined(KVCONF_SUITE_GPU)
+#define KVCONF_REGISTRY_TEST_NAME HasCudaKernels
+#else
+#define KVCONF_REGISTRY_TEST_NAME HasCpuKernels
+#endif
+#define KVCONF_REGISTRY_TEST_(suite, name) TEST(suite, name)
+#define KVCONF_REGISTRY_TEST(suite) KVCONF_REGISTRY_TEST_(suite, KVCONF_REGISTRY_TEST_NAME)
+#define KVCONF_INSTANTIATE_SUITE_P_(prefix, ...) INSTANTIATE_TEST_SUITE_P(prefix, __VA_ARGS__)
+#define KVCONF_INSTANTIATE_SUITE_P(...) KVCONF_INSTANTIATE_SUITE_P_(KVCONF_SUITE_PREFIX, __VA_ARGS__)
 
 namespace kvconf::conformance::suite {
 
+#if defined(KVCONF_SUITE_GPU)
+inline constexpr bool kGpuSuite = true;
+inline const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::gpu_registry();
+  return r;
+}
+#else
+inline constexpr bool kGpuSuite = false;
 inline const kernels::Registry& registry() {
   static const kernels::Registry r = kernels::cpu_registry();
   return r;
+}
+#endif
+
+// The <Thing>ConformanceRegistry test: a suite over an empty registry would pass vacuously. The CPU registry must
+// hold kernels of the suite's kind; the GPU registry may lack a kind no GPU backend provides (there are no CUDA
+// RMSNorm kernels), and then the test skips saying so.
+template <class V>
+void expect_registered(const V& kernels, const char* kind) {
+  if (kGpuSuite && kernels.empty()) GTEST_SKIP() << "no GPU " << kind << " kernels are registered in gpu_registry()";
+  EXPECT_FALSE(kernels.empty()) << "no " << (kGpuSuite ? "GPU " : "CPU ") << kind << " kernels registered";
 }
 
 inline std::string sanitize(const std::string& s) {

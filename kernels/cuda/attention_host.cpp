@@ -1,0 +1,153 @@
+// The host side of the CUDA attention kernels (built with CUDA only; nocuda.cpp stands in without it): checks the
+// call, uploads q and the filled cache rows (fp16 bit patterns or floats), fills the unused cache rows on the
+// device with NaN (so a kernel that read them would poison its output), computes each query row's visible keys
+// with the CPU kernels' rule, launches the variant's kernels on the default stream, synchronises, and downloads
+// the output. Synchronous and single-stream: results are deterministic run to run.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attention_common.hpp"  // kernels/cpu: check_call, visible_keys
+#include "attention_launch.hpp"
+#include "cuda_attention.hpp"
+#include "kvconf/numerics/rounding.hpp"
+
+namespace kvconf::kernels::cuda {
+namespace {
+
+void check(cudaError_t e, const char* who, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(who) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
+                             cudaGetErrorString(e) + ")");
+}
+
+// A device allocation freed on scope exit.
+class DevBuf {
+ public:
+  DevBuf(std::size_t bytes, const char* who) {
+    if (bytes > 0) check(cudaMalloc(&p_, bytes), who, "cudaMalloc");
+  }
+  ~DevBuf() {
+    if (p_) cudaFree(p_);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void* get() const { return p_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// Host staging of n values (floats holding values of f) in the device storage format: fp16 bit patterns or floats.
+std::vector<unsigned char> stage(Format f, const float* x, std::size_t n) {
+  std::vector<unsigned char> b;
+  if (f == Format::fp16) {
+    b.resize(n * 2);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto bits = static_cast<std::uint16_t>(encode(Format::fp16, static_cast<double>(x[i])));
+      std::memcpy(b.data() + 2 * i, &bits, 2);
+    }
+  } else {
+    b.resize(n * 4);
+    std::memcpy(b.data(), x, n * 4);
+  }
+  return b;
+}
+
+}  // namespace
+
+void run_attention(const char* who, AttnVariant variant, Format f, const AttentionCall& c, std::span<const float> q,
+                   std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out) {
+  if (f != Format::fp16 && f != Format::fp32)
+    throw std::invalid_argument(std::string(who) + ": format must be fp16 or fp32");
+  const cpu::attn::Dims D = cpu::attn::check_call(who, c, q.size(), k_cache.size(), v_cache.size(), out.size());
+  const bool f16 = f == Format::fp16;
+  const std::size_t es = f16 ? 2 : 4;  // bytes per element on the device
+  const std::size_t krow = D.kv_heads * D.d, vrow = D.kv_heads * D.dv;
+
+  DevBuf dq(D.n_q * D.heads * D.d * es, who), dk(D.cap * krow * es, who), dv(D.cap * vrow * es, who);
+  DevBuf dout(D.n_q * D.heads * D.dv * es, who);
+  // Unused cache rows: all-ones bytes are NaN in fp16 (0xFFFF) and fp32 (0xFFFFFFFF).
+  check(cudaMemset(dk.get(), 0xFF, D.cap * krow * es), who, "cudaMemset");
+  check(cudaMemset(dv.get(), 0xFF, D.cap * vrow * es), who, "cudaMemset");
+  const auto hq = stage(f, q.data(), q.size());
+  const auto hk = stage(f, k_cache.data(), D.n_kv * krow);  // filled rows only
+  const auto hv = stage(f, v_cache.data(), D.n_kv * vrow);
+  check(cudaMemcpy(dq.get(), hq.data(), hq.size(), cudaMemcpyHostToDevice), who, "cudaMemcpy q");
+  if (!hk.empty()) check(cudaMemcpy(dk.get(), hk.data(), hk.size(), cudaMemcpyHostToDevice), who, "cudaMemcpy k");
+  if (!hv.empty()) check(cudaMemcpy(dv.get(), hv.data(), hv.size(), cudaMemcpyHostToDevice), who, "cudaMemcpy v");
+
+  std::vector<int> lo(D.n_q), hi(D.n_q);  // (n_q) visible keys per row, as the CPU kernels and the oracle define them
+  for (std::size_t i = 0; i < D.n_q; ++i) {
+    const cpu::attn::KeyRange r = cpu::attn::visible_keys(c.params, D.n_kv, i);
+    lo[i] = static_cast<int>(r.lo);
+    hi[i] = static_cast<int>(r.hi);
+  }
+  DevBuf dlo(D.n_q * sizeof(int), who), dhi(D.n_q * sizeof(int), who);
+  check(cudaMemcpy(dlo.get(), lo.data(), D.n_q * sizeof(int), cudaMemcpyHostToDevice), who, "cudaMemcpy key_lo");
+  check(cudaMemcpy(dhi.get(), hi.data(), D.n_q * sizeof(int), cudaMemcpyHostToDevice), who, "cudaMemcpy key_hi");
+
+  DevAttn a;
+  a.q = dq.get();
+  a.k = dk.get();
+  a.v = dv.get();
+  a.out = dout.get();
+  a.key_lo = dlo.as<int>();
+  a.key_hi = dhi.as<int>();
+  a.n_q = static_cast<int>(D.n_q);
+  a.heads = static_cast<int>(D.heads);
+  a.kv_heads = static_cast<int>(D.kv_heads);
+  a.d = static_cast<int>(D.d);
+  a.dv = static_cast<int>(D.dv);
+  a.scale = static_cast<float>(c.params.scale);
+  a.softcap = static_cast<float>(c.params.softcap);
+  a.bc = static_cast<int>(flash_bc(D.d));
+
+  const bool is_decode = D.n_q == 1;
+  cudaError_t launched = cudaSuccess;
+  if (variant == AttnVariant::simple) {
+    launched = launch_simple(a, f16);
+  } else if (variant == AttnVariant::flash2 || (variant == AttnVariant::splitkv && !is_decode)) {
+    launched = launch_flash2(a, f16);  // splitkv prefill falls back to the standard kernel, as FA2 does
+  } else if (variant == AttnVariant::splitkv) {
+    const SplitKvPlan sp = splitkv_plan(c);
+    a.bc = static_cast<int>(sp.bn);
+    a.splits = static_cast<int>(sp.splits);
+    a.keys_per_split = static_cast<int>(sp.keys_per_split());
+    DevBuf po(D.heads * sp.splits * D.dv * sizeof(float), who), pl(D.heads * sp.splits * sizeof(float), who);
+    a.part_o = po.as<float>();
+    a.part_lse = pl.as<float>();
+    launched = launch_splitkv_decode(a, f16);
+    check(launched, who, "kernel launch");
+    check(cudaDeviceSynchronize(), who, "kernel");  // before the scratch is freed
+  } else {
+    a.keys_per_split = static_cast<int>(kInvariantSplitKeys);
+    a.max_splits = static_cast<int>(std::max<std::size_t>(1, (D.n_kv + kInvariantSplitKeys - 1) / kInvariantSplitKeys));
+    DevBuf pl(D.n_q * D.heads * static_cast<std::size_t>(a.max_splits) * sizeof(float), who);
+    a.part_lse = pl.as<float>();
+    launched = launch_invariant(a, f16);
+    check(launched, who, "kernel launch");
+    check(cudaDeviceSynchronize(), who, "kernel");  // before the scratch is freed
+  }
+  check(launched, who, "kernel launch");
+  check(cudaDeviceSynchronize(), who, "kernel");
+
+  std::vector<unsigned char> ho(out.size() * es);
+  check(cudaMemcpy(ho.data(), dout.get(), ho.size(), cudaMemcpyDeviceToHost), who, "cudaMemcpy out");
+  if (f16) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::uint16_t bits = 0;
+      std::memcpy(&bits, ho.data() + 2 * i, 2);
+      out[i] = static_cast<float>(decode(Format::fp16, bits));
+    }
+  } else {
+    std::memcpy(out.data(), ho.data(), ho.size());
+  }
+}
+
+}  // namespace kvconf::kernels::cuda

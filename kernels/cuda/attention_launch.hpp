@@ -1,0 +1,35 @@
+// Private to kernels/cuda: what the host wrapper (attention_host.cpp) hands the device code (attention_*.cu):
+// device pointers, dimensions, the per-row visible key ranges computed on the host (so the masking rule is the
+// CPU kernels' visible_keys(), never re-derived on the device), and the launchers, one per variant.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace kvconf::kernels::cuda {
+
+struct DevAttn {
+  // Device storage: __half when f16, else float. q: (n_q, heads, d), k: (cap, kv_heads, d),
+  // v: (cap, kv_heads, dv), out: (n_q, heads, dv).
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  const int* key_lo = nullptr;  // (n_q) first visible key of each query row
+  const int* key_hi = nullptr;  // (n_q) one past the last visible key (lo == hi: no visible key)
+  float* part_o = nullptr;      // split-KV scratch (heads, splits, dv): per-split normalised outputs (fp32)
+  float* part_lse = nullptr;    // split scratch: splitkv (heads, splits); invariant (n_q, heads, max_splits)
+  int n_q = 0, heads = 0, kv_heads = 0, d = 0, dv = 0;
+  float scale = 1.0f, softcap = 0.0f;  // softcap 0: none
+  int bc = 64;                  // key block of the online softmax (flash2, invariant; splitkv: bn)
+  int splits = 1;               // splitkv: S
+  int keys_per_split = 0;       // splitkv: blocks_per_split · bn; invariant: kInvariantSplitKeys
+  int max_splits = 1;           // invariant: ceil(n_kv / kInvariantSplitKeys) (>= 1), the scratch stride
+};
+
+// Each launches on the default stream and returns cudaGetLastError() (the caller synchronises).
+cudaError_t launch_simple(const DevAttn& a, bool f16);            // attention_simple.cu
+cudaError_t launch_flash2(const DevAttn& a, bool f16);            // attention_flash2.cu
+cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16);    // attention_flash2.cu (n_q = 1)
+cudaError_t launch_invariant(const DevAttn& a, bool f16);         // attention_invariant.cu
+
+}  // namespace kvconf::kernels::cuda

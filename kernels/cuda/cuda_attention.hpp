@@ -1,0 +1,52 @@
+// Private to kernels/cuda: the four CUDA attention variants, their plans (block sizes, split counts: computed
+// on the host and shared by the launch and by the pipeline description, so both always agree), and the host
+// entry point that runs one call (attention_host.cpp with CUDA; nocuda.cpp without).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "kvconf/kernels/kernel.hpp"
+
+namespace kvconf::kernels::cuda {
+
+enum class AttnVariant {
+  simple,     // cuda.attn.simple.*: one (row, head) per block, three passes (max, sum, PV), p = e / l before PV
+  flash2,     // cuda.attn.flash2.*: FA2 online softmax over key blocks of flash_bc(d), o = acc · fl(1/l)
+  splitkv,    // cuda.attn.splitkv.*: decode (n_q = 1) split-KV + fp32 combine; prefill runs flash2
+  invariant,  // cuda.attn.invariant.*: fixed splits of kInvariantSplitKeys absolute positions, fixed combine
+};
+
+// Key block of the online softmax: FA2's standard-kernel Bc for A100/H100 (128 for d <= 64, else 64; the CPU
+// emulation A1 uses the same, kernels/cpu/attention_common.hpp fa2_standard_bc).
+std::size_t flash_bc(std::size_t d);
+
+// The invariant kernel's split size in keys (a multiple of every flash_bc), aligned at key 0.
+inline constexpr std::size_t kInvariantSplitKeys = 256;
+
+// The split-KV decode plan (FA2 flash_api.cpp num_splits_heuristic, notes/kernels.md §2.2, as the CPU A2):
+// block_n = 256 / 128 / 64 for d <= 64 / <= 128 / 256; n_blocks = ceil(capacity / block_n) (FA2's
+// flash_attn_with_kvcache passes the cache capacity as seqlen_k); split count S from the heuristic with
+// 2 × kHeuristicSMs (FA2 passes 2 × the SM count) and b·h·m_blocks work items (GQA "ngroups swapped" when
+// h > h_kv, no window and d % 8 == 0: h_kv heads of ceil(group / 64) row blocks); each split is
+// ceil(n_blocks / S) blocks, split s covering keys [s·keys_per_split, (s+1)·keys_per_split).
+// The SM count is fixed (H100 SXM: 132) rather than read from the device, so the plan, the pipeline and the
+// results do not depend on the machine; on an A100 (108 SMs) real FA2 may pick another S.
+inline constexpr int kHeuristicSMs = 132;
+struct SplitKvPlan {
+  std::size_t bn = 128;
+  std::size_t n_blocks = 1;
+  std::size_t splits = 1;
+  std::size_t blocks_per_split = 1;
+  std::size_t keys_per_split() const { return blocks_per_split * bn; }
+};
+SplitKvPlan splitkv_plan(const AttentionCall& c);
+
+// Runs one call on the device: uploads q (n_q, H, d), the filled rows [0, n_kv) of k_cache (cap, H_kv, d) and
+// v_cache (cap, H_kv, d_v) (device rows [n_kv, cap) are filled with NaN and never read), launches the variant,
+// downloads out (n_q, H, d_v). f is fp16 (device storage __half) or fp32. Throws std::runtime_error on a CUDA
+// error and std::invalid_argument on spans that do not fit the call.
+void run_attention(const char* who, AttnVariant v, Format f, const AttentionCall& c, std::span<const float> q,
+                   std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out);
+
+}  // namespace kvconf::kernels::cuda
