@@ -7,6 +7,7 @@
 #include <string>
 
 #include "forward.hpp"
+#include "kvconf/kernels/gpu.hpp"
 
 namespace kvconf::engine {
 
@@ -45,10 +46,58 @@ Context::Context(const Model& model, ProfileKernels kernels, ContextOptions opti
                                 " but profile '" + kernels_.profile.name + "' runs in " +
                                 std::string(kvconf::name(kernels_.profile.storage)) +
                                 " (load or convert the model to the profile's storage format)");
+  if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
   reset();
 }
 
+Context::~Context() {
+  forget_device_caches();
+  if (gpu()) unpin_gpu_weights(*model_, kernels_.profile);
+}
+
+// Copies get their own buffers (new addresses, mirrored afresh when used) and their own pin.
+Context::Context(const Context& other)
+    : model_(other.model_), kernels_(other.kernels_), options_(other.options_), cache_(other.cache_),
+      recompute_cache_(other.recompute_cache_), trace_(other.trace_) {
+  if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
+}
+
+// A move hands over the buffers (same addresses: their mirrors stay valid) and the pin (re-pinned here because
+// the moved-from context unpins when destroyed).
+Context::Context(Context&& other) noexcept
+    : model_(other.model_), kernels_(other.kernels_), options_(other.options_), cache_(std::move(other.cache_)),
+      recompute_cache_(std::move(other.recompute_cache_)), trace_(std::move(other.trace_)) {
+  if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
+}
+
+Context& Context::operator=(const Context& other) {
+  if (this == &other) return *this;
+  Context copy(other);
+  return *this = std::move(copy);
+}
+
+Context& Context::operator=(Context&& other) noexcept {
+  if (this == &other) return *this;
+  forget_device_caches();  // this context's buffers are freed or overwritten below
+  if (gpu()) unpin_gpu_weights(*model_, kernels_.profile);
+  model_ = other.model_;
+  kernels_ = other.kernels_;
+  options_ = other.options_;
+  cache_ = std::move(other.cache_);
+  recompute_cache_ = std::move(other.recompute_cache_);
+  trace_ = std::move(other.trace_);
+  if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
+  return *this;
+}
+
+void Context::forget_device_caches() {
+  if (!gpu()) return;
+  forget_device_kv(cache_);
+  forget_device_kv(recompute_cache_);
+}
+
 void Context::reset() {
+  if (gpu()) forget_device_kv(cache_);  // the buffers are freed below
   cache_ = make_cache(model_->config, options_.capacity == 0 ? 64 : options_.capacity);
   trace_ = Trace{};
 }
@@ -64,6 +113,7 @@ std::vector<float> Context::decode(int token, const ForwardOptions& o) {
 }
 
 std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {
+  if (gpu()) forget_device_kv(recompute_cache_);  // the previous recompute's buffers are freed below
   recompute_cache_ = make_cache(model_->config, tokens.size());
   return forward_rows(*model_, kernels_, recompute_cache_, ForwardCall{tokens, false, options_.fault}, o, trace_);
 }
@@ -84,6 +134,10 @@ void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row
     if (layer != npos && l != layer) continue;
     std::copy(src.k[l].begin() + row_begin * kvd, src.k[l].begin() + row_end * kvd, cache_.k[l].begin() + row_begin * kvd);
     std::copy(src.v[l].begin() + row_begin * kvd, src.v[l].begin() + row_end * kvd, cache_.v[l].begin() + row_begin * kvd);
+    if (gpu()) {  // rows rewritten in place: the device mirrors must upload them again
+      kernels::gpu_kv_rows_changed(cache_.k[l].data(), row_begin);
+      kernels::gpu_kv_rows_changed(cache_.v[l].data(), row_begin);
+    }
   }
 }
 

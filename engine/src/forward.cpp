@@ -17,6 +17,7 @@
 
 #include "kvconf/engine/error.hpp"
 #include "kvconf/kernels/fast_fp.hpp"
+#include "kvconf/kernels/gpu.hpp"
 #include "ops.hpp"
 
 namespace kvconf::engine {
@@ -43,10 +44,12 @@ Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<cons
   return y;
 }
 
-void grow(KvCache& cache, std::size_t rows) {
+// gpu: the profile runs CUDA attention, whose device mirrors of the old buffers must go before they are freed.
+void grow(KvCache& cache, std::size_t rows, bool gpu) {
   if (rows <= cache.capacity) return;
   std::size_t cap = std::max<std::size_t>(cache.capacity, 1);
   while (cap < rows) cap *= 2;
+  if (gpu) forget_device_kv(cache);
   for (auto* side : {&cache.k, &cache.v})
     for (Vec& layer : *side) layer.resize(cap * cache.kv_dim, 0.0f);
   cache.capacity = cap;
@@ -83,6 +86,12 @@ void attention_gqa_modulo(const kernels::AttentionKernel& ak, const kernels::Att
 
 }  // namespace
 
+void forget_device_kv(const KvCache& cache) {
+  for (const auto* side : {&cache.k, &cache.v})
+    for (const Vec& layer : *side)
+      if (!layer.empty()) kernels::gpu_kv_forget(layer.data());
+}
+
 std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache& cache, const ForwardCall& call,
                                 const ForwardOptions& o, Trace& trace) {
   const ModelConfig& c = m.config;
@@ -94,7 +103,9 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
       throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                   std::to_string(c.vocab) + ")");
   const bool decode = call.cached_path && n == 1 && pos0 > 0;
-  grow(cache, pos0 + n);
+  // GPU profiles: the cache buffers are mirrored on the device (kernels::gpu_kv_track); every write is reported.
+  const bool gpu = k.profile.requires_gpu;
+  grow(cache, pos0 + n, gpu);
 
   trace = Trace{};
   trace.rows = n;
@@ -128,6 +139,12 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
     std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
     std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
+    if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks) or the shifted_cache_row rewrite of pos0 − 1
+      for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
+        kernels::gpu_kv_track(side->data());
+        kernels::gpu_kv_rows_changed(side->data(), write_row);
+      }
+    }
 
     const kernels::AttentionCall a = attention_call(c, l, n, pos0, cache.capacity, call);
     Vec attn(n * qd);  // (n, H, d)

@@ -16,7 +16,13 @@ struct ForwardCall {
 };
 
 // Appends the call's K/V rows to `cache` (growing it by doubling) and returns the last row's logits: (vocab).
+// GPU profiles: each layer's K and V buffer is tracked for a device mirror (kernels::gpu_kv_track) and every row
+// written is reported (gpu_kv_rows_changed); growing the cache forgets the old buffers' mirrors.
 std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache& cache, const ForwardCall& call,
                                 const ForwardOptions& o, Trace& trace);
+
+// Drops the device mirrors of every K/V buffer of `cache` (kernels::gpu_kv_forget): before the buffers are freed,
+// reallocated or rewritten wholesale. A no-op for buffers without a mirror.
+void forget_device_kv(const KvCache& cache);
 
 }  // namespace kvconf::engine

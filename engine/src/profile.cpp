@@ -108,15 +108,26 @@ std::optional<std::string> profile_unavailable(const Profile& p) {
   return kernels::gpu_unavailable();
 }
 
+namespace {
+// Calls f(data, count) on every matrix pin_gpu_weights declares: the projections of every layer and the LM head.
+template <class F>
+void for_each_weight(const Model& m, F f) {
+  for (const LayerWeights& l : m.layers)
+    for (const std::vector<float>* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (!w->empty()) f(w->data(), w->size());
+  const std::span<const float> head = m.head();
+  if (!head.empty()) f(head.data(), head.size());
+}
+}  // namespace
+
 void pin_gpu_weights(const Model& m, const Profile& p) {
   if (!p.requires_gpu || profile_unavailable(p)) return;
-  const auto pin = [](const std::vector<float>& w) {
-    if (!w.empty()) kernels::pin_gpu_weights(w.data(), w.size());
-  };
-  for (const LayerWeights& l : m.layers)
-    for (const std::vector<float>* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pin(*w);
-  const std::span<const float> head = m.head();
-  if (!head.empty()) kernels::pin_gpu_weights(head.data(), head.size());
+  for_each_weight(m, [](const float* w, std::size_t n) { kernels::pin_gpu_weights(w, n); });
+}
+
+void unpin_gpu_weights(const Model& m, const Profile& p) {
+  if (!p.requires_gpu || profile_unavailable(p)) return;
+  for_each_weight(m, [](const float* w, std::size_t n) { kernels::unpin_gpu_weights(w, n); });
 }
 
 ProfileKernels resolve(const Profile& p, const kernels::Registry& given) {

@@ -24,6 +24,7 @@ void run(Which, const GemmShape&, std::span<const float>, std::span<const float>
 void drop_gpu_weight_cache() {}
 GpuWeightCacheStats gpu_weight_cache_stats() { return {}; }
 void pin_gpu_weights(const float*, std::size_t) {}
+void unpin_gpu_weights(const float*, std::size_t) {}
 TensorCoreParams gpu_tensor_core_params() { return TensorCoreParams::h100(); }
 std::string gpu_tensor_core_model() { return "h100 (preset; built without CUDA)"; }
 

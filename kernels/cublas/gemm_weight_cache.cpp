@@ -33,7 +33,7 @@ struct Entry {
 
 struct Cache {
   std::vector<Entry> entries;
-  std::vector<std::pair<const float*, std::size_t>> pinned;  // pin_gpu_weights ranges
+  std::vector<std::pair<const float*, std::size_t>> pinned;  // pin_gpu_weights ranges, once per pin not yet unpinned
   std::uint64_t clock = 0;
   std::size_t uploads = 0, hits = 0;
 };
@@ -209,6 +209,20 @@ GpuWeightCacheStats gpu_weight_cache_stats() {
 void pin_gpu_weights(const float* host, std::size_t count) {
   const std::lock_guard<std::mutex> lock(gpu_gemm::gpu_mutex());
   gpu_gemm::cache().pinned.emplace_back(host, count);
+}
+
+void unpin_gpu_weights(const float* host, std::size_t count) {
+  const std::lock_guard<std::mutex> lock(gpu_gemm::gpu_mutex());
+  auto& c = gpu_gemm::cache();
+  const auto it = std::find(c.pinned.begin(), c.pinned.end(), std::make_pair(host, count));
+  if (it == c.pinned.end()) return;
+  c.pinned.erase(it);
+  if (std::find(c.pinned.begin(), c.pinned.end(), std::make_pair(host, count)) != c.pinned.end()) return;
+  // The last pin is gone: the host buffer may now be freed and its address reused, so its device copies go too.
+  for (auto& e : c.entries)
+    if (e.host >= host && e.host + e.count <= host + count && !gpu_gemm::is_pinned(e.host, e.count))
+      gpu_gemm::free_entry(e);
+  std::erase_if(c.entries, [](const auto& x) { return x.device == nullptr; });
 }
 
 }  // namespace kvconf::kernels

@@ -2,7 +2,9 @@
 // cache-OFF recompute (a fresh forward over prefix + 1 tokens) at several prefix lengths, for a checkpoint folder and a
 // profile, with the memory-bandwidth roofline of a decode step: bound = weight bytes per step / measured copy bandwidth
 // (device: cudaMemcpy D2D for GPU profiles; host memcpy for CPU profiles), counter `ratio` = step time / bound
-// (target on the GPU for the 7B-shaped model: <= 2).
+// (target on the GPU for the 7B-shaped model: <= 2). kv_GB: cache bytes one step reads; kv_copied_GB: K/V bytes the
+// CUDA attention kernels actually copied host-to-device per timed step (kernels::gpu_kv_stats; with the device KV
+// mirror one new row per layer and side for cache-ON decode, the whole cache for a recompute; 0 for CPU profiles).
 //
 // Run (GPU, a random full-size checkpoint from kvconf_make_random_checkpoint):
 //   build/tools/bench/kvconf_bench_decode --model=/data/llama2-7b --profile=cuda-fp16
@@ -31,6 +33,7 @@
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/model.hpp"
 #include "kvconf/engine/profile.hpp"
+#include "kvconf/kernels/gpu.hpp"
 #include "kvconf/kernels/registry.hpp"
 
 namespace {
@@ -90,11 +93,16 @@ std::vector<int> tokens(std::size_t n, std::size_t vocab) {
   return t;
 }
 
-void roofline_counters(benchmark::State& state, double step_s, std::size_t rows) {
+// K/V bytes the CUDA attention kernels have copied host-to-device so far (0 for CPU profiles).
+double kv_bytes_copied() { return static_cast<double>(kernels::gpu_kv_stats().bytes_uploaded); }
+
+// kv_copied_bytes: K/V bytes copied host-to-device per step, measured over the timed calls only.
+void roofline_counters(benchmark::State& state, double step_s, std::size_t rows, double kv_copied_bytes) {
   const Setup& s = setup();
   state.counters["prefix"] = static_cast<double>(rows);
   state.counters["weight_GB"] = s.weight_bytes * 1e-9;
   state.counters["kv_GB"] = kv_bytes_per_step(s.model->config, s.kernels->profile.storage, rows) * 1e-9;
+  state.counters["kv_copied_GB"] = kv_copied_bytes * 1e-9;
   state.counters["step_ms"] = step_s * 1e3;
   if (!s.bandwidth) return;
   const double bound_s = s.weight_bytes / s.bandwidth->bytes_per_s;
@@ -108,7 +116,7 @@ void decode_cache_on(benchmark::State& state, std::size_t prefix) {
   if (s.unavailable) return state.SkipWithError(s.unavailable->c_str());
   const std::vector<int> prompt = tokens(prefix + kGrowth, s.model->config.vocab);
   engine::Context ctx(*s.model, *s.kernels, engine::ContextOptions{prefix + kGrowth, engine::Fault::none});
-  double total = 0.0;
+  double total = 0.0, copied = 0.0;
   std::size_t steps = 0;
   for (auto _ : state) {
     if (ctx.n_cached() == 0 || ctx.n_cached() >= prefix + kGrowth) {  // refill: untimed (manual time)
@@ -116,14 +124,16 @@ void decode_cache_on(benchmark::State& state, std::size_t prefix) {
       ctx.prefill(std::span<const int>(prompt.data(), prefix));
     }
     const int token = prompt[ctx.n_cached()];
+    const double copied0 = kv_bytes_copied();
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(ctx.decode(token));
     const double dt = seconds_since(t0);
+    copied += kv_bytes_copied() - copied0;
     state.SetIterationTime(dt);
     total += dt;
     ++steps;
   }
-  roofline_counters(state, total / static_cast<double>(steps), prefix);
+  roofline_counters(state, total / static_cast<double>(steps), prefix, copied / static_cast<double>(steps));
 }
 
 void recompute_cache_off(benchmark::State& state, std::size_t prefix) {
@@ -131,17 +141,19 @@ void recompute_cache_off(benchmark::State& state, std::size_t prefix) {
   if (s.unavailable) return state.SkipWithError(s.unavailable->c_str());
   const std::vector<int> prompt = tokens(prefix + 1, s.model->config.vocab);
   engine::Context ctx(*s.model, *s.kernels);
-  double total = 0.0;
+  double total = 0.0, copied = 0.0;
   std::size_t steps = 0;
   for (auto _ : state) {
+    const double copied0 = kv_bytes_copied();
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(ctx.recompute(prompt));
     const double dt = seconds_since(t0);
+    copied += kv_bytes_copied() - copied0;
     state.SetIterationTime(dt);
     total += dt;
     ++steps;
   }
-  roofline_counters(state, total / static_cast<double>(steps), prefix);
+  roofline_counters(state, total / static_cast<double>(steps), prefix, copied / static_cast<double>(steps));
 }
 
 std::string env_or(const char* name, const std::string& fallback) {

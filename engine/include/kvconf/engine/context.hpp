@@ -84,7 +84,15 @@ struct ContextOptions {
 class Context {
  public:
   // The model and the registry behind `kernels` must outlive the context.
+  // A GPU profile (Profile::requires_gpu) pins the model's weights on the device for the context's life
+  // (engine::pin_gpu_weights; unpinned by the destructor) and keeps its KV cache buffers mirrored on the device
+  // (kernels::gpu_kv_track), reporting every rewrite and dropping the mirrors before buffers are freed.
   Context(const Model& model, ProfileKernels kernels, ContextOptions options = {});
+  ~Context();
+  Context(const Context& other);
+  Context(Context&& other) noexcept;
+  Context& operator=(const Context& other);
+  Context& operator=(Context&& other) noexcept;
 
   // Cache-ON. prefill appends tokens.size() rows (a chunk: call it again to prefill in chunks); decode appends one.
   std::vector<float> prefill(std::span<const int> tokens, const ForwardOptions& o = {});
@@ -108,6 +116,9 @@ class Context {
 
  private:
   std::vector<float> forward(std::span<const int> tokens, KvCache& cache, bool cached_path, const ForwardOptions& o);
+  // GPU profiles: drop the device mirrors of both caches' buffers (before they are freed or overwritten).
+  void forget_device_caches();
+  bool gpu() const { return kernels_.profile.requires_gpu; }
   const Model* model_;
   ProfileKernels kernels_;
   ContextOptions options_;

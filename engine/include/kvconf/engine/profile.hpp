@@ -46,6 +46,10 @@ struct Model;
 // long run (the 7B-shaped models: 13.5 GB that the default 4 GiB weight cache would otherwise re-upload). The model
 // must outlive every GPU call (or call kernels::drop_gpu_weight_cache() first). Nothing for a CPU profile.
 void pin_gpu_weights(const Model& m, const Profile& p);
+// Undoes one pin_gpu_weights(m, p): when no pin of a matrix remains, its device copy is freed (so a model loaded
+// later at the same addresses is uploaded afresh). A Context of a GPU profile pins in its constructor and unpins in
+// its destructor. Nothing for a CPU profile.
+void unpin_gpu_weights(const Model& m, const Profile& p);
 
 // Thrown by resolve() for a profile that cannot run here; what() = "profile 'cuda-fp16' needs a CUDA device: <why>".
 struct DeviceUnavailable : std::runtime_error {

@@ -35,6 +35,9 @@ GpuWeightCacheStats gpu_weight_cache_stats();
 // Declares host weights [host, host + count) immutable until drop_gpu_weight_cache(): their lookups skip the
 // checksum and they are never evicted (an engine's weights: one upload, no per-step hashing of 7B values).
 void pin_gpu_weights(const float* host, std::size_t count);
+// Undoes one pin_gpu_weights(host, count) (pins of the same range count: the last unpin ends it). When the range is
+// no longer pinned its device copies are freed, so a buffer later allocated at that address is uploaded afresh.
+void unpin_gpu_weights(const float* host, std::size_t count);
 
 // Tensor-core block-FMA parameters (notes/numerics.md §2) of CUDA device 0 from its compute capability:
 // 7.x -> V100, 8.x -> A100, 9.x and 10.x -> H100 (B200's RZ model has the same k = 16, neab = 2). With no
