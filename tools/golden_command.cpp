@@ -9,6 +9,7 @@
 
 #include "bad_input.hpp"
 #include "kvconf/conformance/sweep.hpp"
+#include "kvconf/kernels/gpu.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "protocol.hpp"
 
@@ -56,14 +57,23 @@ std::uint64_t kernel_seed_override() {
 int run(const GoldenCliOptions& o) {
   if (o.action != "check" && o.action != "update")
     throw BadInput("expected an action: `kvconf golden check` or `kvconf golden update`");
-  if (o.device != "cpu")
-    throw BadInput("--device '" + o.device + "': this build runs only the CPU kernels and profiles (expected cpu); "
-                   "GPU baselines under golden/<device>/ are written by the GPU run on that device");
+  // Any other name than cpu: the GPU kernels and profiles on this machine's CUDA device, with baselines of their own
+  // under golden/baselines/<device>/ (e.g. h100) and the GPU band (docs/GOLDEN.md).
+  const bool gpu = o.device != "cpu";
+  if (o.device.empty() || o.device.find_first_of("/\\ ") != std::string::npos || o.device == "." || o.device == "..")
+    throw BadInput("--device '" + o.device + "': expected cpu or a GPU device name such as h100 (a folder name)");
+  if (gpu) {
+    if (const auto why = kernels::gpu_unavailable())
+      throw BadInput("--device " + o.device + ": GPU baselines need the CUDA device they describe: " + *why);
+  }
   if (o.part != "all" && o.part != "kernels" && o.part != "tokens")
     throw BadInput("--part '" + o.part + "': expected all, kernels or tokens");
   const bool do_kernels = o.part != "tokens", do_tokens = o.part != "kernels";
   const std::filesystem::path dir = o.dir.empty() ? default_golden_dir(o.device) : o.dir;
-  const GoldenConfig g;
+  const GoldenConfig g = gpu ? gpu_golden_config() : GoldenConfig{};
+  // GPU exp/division are not bit-specified: token sequences are recorded but not compared, errors within 0.25
+  // relative (a few ulps of errors of order 10 ulp); pass/fail is compared exactly (docs/GOLDEN.md "Bands").
+  const golden::Band band = gpu ? golden::Band{0.25, false} : golden::Band{};
   const bool check = o.action == "check";
 
   // Check: every baseline file is read (and must be usable) before anything runs.
@@ -91,7 +101,7 @@ int run(const GoldenCliOptions& o) {
                   baselines.at(file).provenance.date.c_str(), baselines.at(file).provenance.kvconf_version.c_str());
       for (const auto& c : found) std::printf("  %s\n", golden::describe(c).c_str());
     } else {
-      golden::write_baseline(dir / file, golden::make_baseline(prov, pairs, kernels));
+      golden::write_baseline(dir / file, golden::make_baseline(prov, pairs, kernels, band));
       std::printf("%-28s written  %5zu entries  %6.1f s\n", (dir / file).c_str(), pairs.size() + kernels.size(), secs);
     }
     std::fflush(stdout);
@@ -101,7 +111,7 @@ int run(const GoldenCliOptions& o) {
   const auto t_all = Clock::now();
   if (do_kernels) {
     const auto t0 = Clock::now();
-    const auto records = golden_kernel_records();
+    const auto records = golden_kernel_records(gpu);
     handle(golden::kKernelFile, provenance("kernel-sweep-quick", kernel_seed_override(), o), {}, records, since(t0));
   }
   if (do_tokens)
@@ -126,8 +136,14 @@ std::filesystem::path default_golden_dir(const std::string& device) {
   return std::filesystem::path(KVCONF_SOURCE_DIR) / "golden" / "baselines" / device;
 }
 
-std::vector<KernelCaseRecord> golden_kernel_records() {
-  const kernels::Registry reg = kernels::cpu_registry();
+GoldenConfig gpu_golden_config() {
+  GoldenConfig g;
+  g.profiles = {"cuda-fp32", "cuda-fp16", "cuda-fp16-invariant"};
+  return g;
+}
+
+std::vector<KernelCaseRecord> golden_kernel_records(bool gpu) {
+  const kernels::Registry reg = gpu ? kernels::gpu_registry() : kernels::cpu_registry();
   conformance::SweepOptions so;
   so.quick = true;
   std::vector<KernelCaseRecord> out;
@@ -165,7 +181,10 @@ CLI::App* add_golden_command(CLI::App& app, GoldenCliOptions& o) {
       "rewrites the files with fresh provenance.");
   c->add_option("action", o.action, "check | update")->required()->check(CLI::IsMember({"check", "update"}));
   c->add_option("--dir", o.dir, "Baseline directory (default: the source tree's golden/baselines/<device>)");
-  c->add_option("--device", o.device, "Device whose baselines to use (this build: cpu)")->capture_default_str();
+  c->add_option("--device", o.device,
+                "cpu (the CPU emulations), or a GPU device name such as h100: the GPU kernels and profiles on this\n"
+                "machine's CUDA device against golden/baselines/<name>/ (needs the device; GPU band, docs/GOLDEN.md)")
+      ->capture_default_str();
   c->add_option("--part", o.part, "all | kernels (the sweep's error statistics) | tokens (token sequences)")
       ->capture_default_str();
   return c;

@@ -35,8 +35,11 @@ struct GoldenConfig {
 
 std::filesystem::path default_golden_dir(const std::string& device);  // KVCONF_SOURCE_DIR/golden/baselines/<device>
 
-// The quick kernel sweep over every CPU kernel (what kernels.json holds).
-std::vector<conformance::KernelCaseRecord> golden_kernel_records();
+// The configuration of a GPU device's baselines (golden/baselines/<device>/): the GPU profiles, same fixtures.
+GoldenConfig gpu_golden_config();
+
+// The quick kernel sweep over every CPU kernel (what kernels.json holds), or over the GPU registry's kernels.
+std::vector<conformance::KernelCaseRecord> golden_kernel_records(bool gpu = false);
 // The run pairs of one profile over every fixture (what tokens-<profile>.json holds); work files go to a temporary
 // folder that is removed afterwards.
 std::vector<conformance::RunPairRecord> golden_token_records(const GoldenConfig& g, const std::string& profile);
