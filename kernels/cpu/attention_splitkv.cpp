@@ -19,26 +19,6 @@ namespace {
 
 constexpr int kEmulatedSMs = 132;  // H100 SXM
 
-// flash_api.cpp num_splits_heuristic (L281–315, notes §2.2): one split when the grid already fills 80 % of
-// the SMs; otherwise the smallest eligible split count whose wave efficiency is within 85 % of the best
-// (a count is eligible when it changes ceil(n_blocks / s)).
-int num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits) {
-  if (static_cast<float>(batch_nheads_mblocks) >= 0.8f * static_cast<float>(num_sms)) return 1;
-  max_splits = std::min({max_splits, num_sms, num_n_blocks});
-  auto ceildiv = [](int a, int b) { return (a + b - 1) / b; };
-  auto eligible = [&](int s) { return s == 1 || ceildiv(num_n_blocks, s) != ceildiv(num_n_blocks, s - 1); };
-  std::vector<float> eff(static_cast<std::size_t>(std::max(max_splits, 0)), 0.0f);
-  float best = 0.0f;
-  for (int s = 1; s <= max_splits; ++s) {
-    if (!eligible(s)) continue;
-    const float waves = static_cast<float>(batch_nheads_mblocks * s) / static_cast<float>(num_sms);
-    eff[static_cast<std::size_t>(s - 1)] = waves / std::ceil(waves);
-    best = std::max(best, eff[static_cast<std::size_t>(s - 1)]);
-  }
-  for (int s = 1; s <= max_splits; ++s)
-    if (eligible(s) && eff[static_cast<std::size_t>(s - 1)] >= 0.85 * best) return s;
-  return 1;
-}
 
 struct SplitPlan {
   std::size_t bn = 128;               // split kernel's block_n
@@ -144,6 +124,27 @@ AttentionKernel a2_splitkv(Format f) {
     else flash2_standard_run(who.c_str(), f, c, q, kc, vc, out);
   };
   return k;
+}
+
+// flash_api.cpp num_splits_heuristic (L281–315, notes §2.2): one split when the grid already fills 80 % of
+// the SMs; otherwise the smallest eligible split count whose wave efficiency is within 85 % of the best
+// (a count is eligible when it changes ceil(n_blocks / s)).
+int num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits) {
+  if (static_cast<float>(batch_nheads_mblocks) >= 0.8f * static_cast<float>(num_sms)) return 1;
+  max_splits = std::min({max_splits, num_sms, num_n_blocks});
+  auto ceildiv = [](int a, int b) { return (a + b - 1) / b; };
+  auto eligible = [&](int s) { return s == 1 || ceildiv(num_n_blocks, s) != ceildiv(num_n_blocks, s - 1); };
+  std::vector<float> eff(static_cast<std::size_t>(std::max(max_splits, 0)), 0.0f);
+  float best = 0.0f;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (!eligible(s)) continue;
+    const float waves = static_cast<float>(batch_nheads_mblocks * s) / static_cast<float>(num_sms);
+    eff[static_cast<std::size_t>(s - 1)] = waves / std::ceil(waves);
+    best = std::max(best, eff[static_cast<std::size_t>(s - 1)]);
+  }
+  for (int s = 1; s <= max_splits; ++s)
+    if (eligible(s) && eff[static_cast<std::size_t>(s - 1)] >= 0.85 * best) return s;
+  return 1;
 }
 
 }  // namespace kvconf::kernels::cpu::attn
