@@ -189,15 +189,18 @@ std::vector<RuleVerdict> evaluate_rules(const ReportInput& in) {
         }
     for (const auto& [profile, pairs] : profiles) {
       const std::string suite = model_suite(model, profile);
-      if (starts_with(profile, "fp32")) {
-        // The fp32 profile is the near-tie rule's own fp32 reference (yardstick S = 0): the protocol records no
-        // near-tie results for it, and the two fp32 rules below gate it instead.
+      // The protocol applies FlipsAreNearTies to every pair except those of a profile that IS the rule's fp32
+      // reference (its yardstick S would be 0 by construction): such pairs carry no rule results, and the fp32 rules
+      // below gate them instead.
+      const bool near_tie_applied =
+          std::any_of(pairs.begin(), pairs.end(), [](const RunPairRecord* p) { return !p->rules.empty(); });
+      if (near_tie_applied) {
+        out.push_back(flips_are_near_ties(suite, pairs));
+      } else {
         RuleVerdict v = verdict(suite, "FlipsAreNearTies");
         v.pass = true;
         v.skipped = "not applicable: the fp32 profile is the rule's fp32 reference; gated by Fp32TokensIdentical";
         out.push_back(v);
-      } else {
-        out.push_back(flips_are_near_ties(suite, pairs));
       }
       if (starts_with(profile, "fp32")) {
         out.push_back(fp32_tokens_identical(suite, pairs));

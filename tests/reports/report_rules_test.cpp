@@ -38,6 +38,27 @@ TEST(ReportRules, NearTieFlipsPassAndAWideMarginFlipFails) {
   EXPECT_NE(f->detail.find("ids:02"), std::string::npos) << f->detail;
 }
 
+// The protocol records no near-tie results for the profile that is the rule's own fp32 reference: the verdict is
+// skipped with the reason, not passed on no evidence; pairs that carry results are judged by them.
+TEST(ReportRules, NearTieRuleSkippedOnlyWhereThePairsCarryNoResults) {
+  ReportInput in;
+  auto ref = synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-14, 0);
+  ref.rules.clear();
+  in.pairs.push_back(ref);
+  auto v = evaluate_rules(in);
+  const RuleVerdict* f = find(v, "model.m.fp32", "FlipsAreNearTies");
+  ASSERT_NE(f, nullptr);
+  EXPECT_FALSE(f->skipped.empty());
+  EXPECT_NE(f->skipped.find("fp32 reference"), std::string::npos) << f->skipped;
+
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 1, "ids:01", 8, 2, 1e-14, 1e-3, 3.0));  // has results
+  v = evaluate_rules(in);
+  f = find(v, "model.m.fp32", "FlipsAreNearTies");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->skipped.empty());
+  EXPECT_FALSE(f->pass) << f->detail;  // the wide-margin flip is judged
+}
+
 TEST(ReportRules, Fp32GreedyDivergenceFails) {
   ReportInput in;
   in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-14, 0));
