@@ -18,22 +18,10 @@ function(run_model prefix)
   set(${prefix}_err "${err}" PARENT_SCOPE)
 endfunction()
 
-# Expects exit 2 and exactly one non-empty stderr line matching `pattern` (case-insensitive).
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
+# Expects exit 2 and exactly one stderr line matching `pattern` from `kvconf model ARGS...` (cli_support.cmake).
 function(expect_bad what pattern)
-  run_model(b ${ARGN})
-  if(NOT b_rc EQUAL 2)
-    message(FATAL_ERROR "${what}: expected exit 2, got ${b_rc}\nstdout: ${b_out}\nstderr: ${b_err}")
-  endif()
-  string(REGEX REPLACE "\n$" "" body "${b_err}")
-  if(body STREQUAL "" OR body MATCHES "\n")
-    message(FATAL_ERROR "${what}: expected exactly one stderr line, got:\n${b_err}")
-  endif()
-  string(TOLOWER "${body}" lower)
-  string(TOLOWER "${pattern}" lpattern)
-  if(NOT lower MATCHES "${lpattern}")
-    message(FATAL_ERROR "${what}: the stderr line does not match '${pattern}': ${body}")
-  endif()
-  message(STATUS "ok ${what}: ${body}")
+  kvconf_expect_bad("${what}" "${pattern}" model ${ARGN})
 endfunction()
 
 # A run: 1 strategy x 2 seeds x 2 prompts = 4 pairs.

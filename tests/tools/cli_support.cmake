@@ -1,0 +1,20 @@
+# Shared by the CLI end-to-end scripts: the bad-input contract (exit 2, exactly one stderr line naming the problem).
+
+# kvconf_expect_bad(WHAT PATTERN ARGS...): runs `${KVCONF} ARGS...`, expects exit 2 and exactly one non-empty stderr
+# line matching PATTERN (a regex, case-insensitive by lowering).
+function(kvconf_expect_bad what pattern)
+  execute_process(COMMAND "${KVCONF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "${what}: expected exit 2, got ${rc}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  string(REGEX REPLACE "\n$" "" body "${err}")
+  if(body STREQUAL "" OR body MATCHES "\n")
+    message(FATAL_ERROR "${what}: expected exactly one stderr line, got:\n${err}")
+  endif()
+  string(TOLOWER "${body}" lower)
+  string(TOLOWER "${pattern}" lpattern)
+  if(NOT lower MATCHES "${lpattern}")
+    message(FATAL_ERROR "${what}: the stderr line does not match '${pattern}': ${body}")
+  endif()
+  message(STATUS "ok ${what}: ${body}")
+endfunction()
