@@ -73,6 +73,7 @@ CheckResults check_norm_matches_oracle(const kernels::NormKernel& kern, const No
     bi.sum_sq = orc.sum_sq[r];
     bi.eps = static_cast<double>(c.params.eps);
     bi.sum_terms = sum_terms;
+    bi.rsqrt_rel_error = path.rsqrt_rel_error;
     bi.one_plus_weight = c.params.one_plus_weight;
     bi.out = out;
     const ref::RmsNormErrorTerms terms = ref::rms_norm_error_terms(bi);

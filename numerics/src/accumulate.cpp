@@ -145,6 +145,9 @@ double evaluate(const AccumSpec& spec, const Order& order, std::span<const doubl
   };
   check(x, "x");
   if (is_dot) check(y, "y");
+  if (std::holds_alternative<AnyOrder>(order))
+    throw std::invalid_argument("kvconf::dot/sum: AnyOrder describes a black-box kernel for the bounds; an unknown "
+                                "order cannot be evaluated");
   const Terms t{spec, x, y, is_dot};
   const std::size_t n = x.size();
   const auto finish = [&](double s) { return round_to(spec.out, s, spec.round); };
@@ -211,6 +214,8 @@ std::string tc_suffix(const TensorCoreParams& p) {
 
 std::string order_name(const Order& order) {
   if (std::holds_alternative<Sequential>(order)) return "seq";
+  if (const auto* o = std::get_if<AnyOrder>(&order))
+    return o->operand_roundings == 0 ? "any" : "any_op" + std::to_string(o->operand_roundings);
   if (std::holds_alternative<Pairwise>(order)) return "pairwise";
   if (const auto* o = std::get_if<Blocked>(&order)) {
     std::string s = "blocked";

@@ -40,8 +40,36 @@ bool visible(const AttentionParams& p, std::int64_t pos, std::int64_t j) {
 
 }  // namespace
 
+AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visible_max, double exp_rel_error) {
+  AttentionPipeline p;
+  p.name = "black-box";
+  p.in = in;
+  p.qk_spec = {in, Format::fp32, Format::fp32, false};
+  p.qk_order = AnyOrder{2};
+  p.score = Format::fp32;
+  p.scale_rel_error = 2.0 * unit_roundoff(Format::fp32) * (1.0 + unit_roundoff(Format::fp32));
+  p.softmax = Format::fp32;
+  p.exp_rel_error = exp_rel_error;
+  p.exp_abs_error = 0x1p-126;  // vectorised exps return 0 below ln(FLT_MIN) (PyTorch's exp_u20 does)
+  p.kv_blocks = std::max<std::size_t>(n_visible_max, 1);
+  p.splits = 1;
+  p.normalize_either = true;
+  p.p_cast = info(in).p < info(Format::fp32).p ? std::optional<Format>(in) : std::nullopt;
+  p.pv_spec = {p.p_cast.value_or(Format::fp32), Format::fp32, Format::fp32, false};
+  p.pv_order = AnyOrder{};
+  p.out = out;
+  return p;
+}
+
 double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParams& params,
                                 const AttentionElementStats& s) {
+  if (p.normalize_either) {
+    AttentionPipeline before = p, after = p;
+    before.normalize_either = after.normalize_either = false;
+    before.normalize_before_pv = true;
+    after.normalize_before_pv = false;
+    return std::max(attention_pipeline_bound(before, params, s), attention_pipeline_bound(after, params, s));
+  }
   if (params.exact_inv_sqrt_d)
     throw std::invalid_argument(
         "kvconf::ref::attention_pipeline_bound: params.exact_inv_sqrt_d must be false (kernels multiply by "
@@ -59,6 +87,7 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
   si.sum_abs_qk = s.max_abs_qk;
   si.abs_qk = s.max_abs_qk;
   si.tau = tau;
+  si.tau_rel_error = p.scale_rel_error;
   si.score = p.score;
   // A score format narrower than fp32 may be reached by a double rounding fl_s(fl32(x)) (PyTorch computes
   // fp16 elementwise ops in fp32): |fl_s(fl32(x)) − x| <= (u_s + u32 + u_s·u32)|x| + η_s, so each such
@@ -92,7 +121,8 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
   const AccumSpec row_spec{p.softmax, p.softmax, p.softmax};
   const ErrorTerms row = sum_error_terms(row_spec, Sequential{}, s.n_visible);  // any order: n − 1 adds
   if (!std::isfinite(row.rel)) return kInf;
-  const double Lambda0 = phi_l + row.rel * (1.0 + phi_l) + n * eta * (1.0 + row.rel) + row.abs;
+  const double eta_e = eta + p.exp_abs_error;  // absolute error of one exp: underflow, or the exp's own flush
+  const double Lambda0 = phi_l + row.rel * (1.0 + phi_l) + n * eta_e * (1.0 + row.rel) + row.abs;
   if (!(Lambda0 < 1.0)) return kInf;
   // Reciprocal 1/(l̂ + eps) rounded once: l̃ = (l̂ + eps)/(1+δ) = L(1+λ'), l̂ >= L(1 − Λ0) >= 1 − Λ0.
   const double Lambda =
@@ -107,10 +137,10 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
   sm.norm_rel = Lambda;
   if (p.normalize_before_pv) {
     sm.weight_rel = (1.0 + phi_blk) * (1.0 + u) - 1.0;
-    sm.weight_abs = eta * (1.0 + u) / one_minus + eta + extra_abs;
+    sm.weight_abs = eta_e * (1.0 + u) / one_minus + eta + extra_abs;
   } else {
     sm.weight_rel = phi_blk;
-    sm.weight_abs = eta / one_minus + extra_abs;
+    sm.weight_abs = eta_e / one_minus + extra_abs;
   }
 
   // --- PV: the accumulation chain plus B−1 rescale multiplications in acc ---

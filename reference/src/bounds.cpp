@@ -146,7 +146,14 @@ ErrorTerms terms_impl(const AccumSpec& s, const Order& order, std::size_t n, dou
     return finish(s, compose(inner, g, static_cast<double>(outer_ops) * underflow_unit(C, s.round) * (1.0 + g)), C);
   }
   const std::size_t m = roundings_per_term(s, order, n, dot);
-  return finish(s, chain(m, 2 * n, u_acc, eta_acc, gamma_acc(m)));
+  ErrorTerms e = chain(m, 2 * n, u_acc, eta_acc, gamma_acc(m));
+  if (const auto* o = std::get_if<AnyOrder>(&order); o && dot && o->operand_roundings > 0 && std::isfinite(e.abs)) {
+    // An operand rounded in acc may underflow: an absolute η_acc per rounding, times the other operand
+    // (|y| <= max_abs, at most the input format's largest value), for each of the 2n operands.
+    const double M = std::min(max_abs, info(s.in).max_finite);
+    e.abs += static_cast<double>(2 * n * o->operand_roundings) * eta_acc * M * (1.0 + e.rel);
+  }
+  return finish(s, e);
 }
 
 ErrorTerms scaled(ErrorTerms e) { return {safe(e.rel), safe(e.abs)}; }
@@ -186,6 +193,11 @@ std::size_t roundings_per_term(const AccumSpec& s, const Order& order, std::size
   if (n == 0) return 0;
   const std::size_t leaf = leaf_relatively_exact(s, dot) ? 0 : 1;
   if (std::holds_alternative<Sequential>(order)) return leaf + (n - 1);
+  if (const auto* o = std::get_if<AnyOrder>(&order)) {
+    // Operands rounded before the product make the product inexact: it is charged a rounding too.
+    const std::size_t r = o->operand_roundings;
+    return (r > 0 && dot ? r + 1 : leaf) + (n - 1);
+  }
   if (std::holds_alternative<Pairwise>(order)) return leaf + ceil_log2(n);
   if (const auto* o = std::get_if<Blocked>(&order)) {
     if (o->b < 1) throw std::invalid_argument("kvconf::ref bounds: Blocked block size b must be >= 1, got 0");

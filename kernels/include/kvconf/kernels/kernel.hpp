@@ -14,6 +14,7 @@
 
 #include "kvconf/numerics/accumulate.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"
+#include "kvconf/reference/norm.hpp"
 #include "kvconf/reference/oracle.hpp"
 
 namespace kvconf::kernels {
@@ -80,6 +81,9 @@ struct NormPath {
   std::string name;
   AccumSpec spec;
   Order order;
+  // Relative error of the kernel's r̂ = rsqrt(Ŵ) (ref::RmsNormErrorInputs): fl32 of a binary64 1/sqrt for
+  // the CPU kernels; fl32(1/fl32(sqrt)) (two roundings, PyTorch's vectorised rsqrt) for black-box kernels.
+  double rsqrt_rel_error = ref::kRsqrtViaDoubleRelError;
 };
 
 struct NormKernel {

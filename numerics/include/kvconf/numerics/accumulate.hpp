@@ -120,17 +120,31 @@ struct ThreadStrided {
   ThreadTree tree = ThreadTree::warp_first;
 };
 
-using Order = std::variant<Sequential, Pairwise, Blocked, SplitK, TensorCore, ThreadStrided>;
+// Any order and blocking (a black-box kernel: libtorch, a plugin): the terms are combined by some binary tree
+// of additions in acc, unknown and possibly different from call to call (vector lanes, k-blocks accumulated into
+// an acc buffer, threads), each operand possibly rounded `operand_roundings` times in acc before its product
+// (PyTorch's math SDPA scales q and k by √τ in fp32). It describes a kernel for the bounds only: a tree of n
+// leaves is at most n − 1 additions deep, so every term passes through at most (leaf) + n − 1 roundings of acc,
+// the count of the sequential order, whatever the tree (docs/TOLERANCES.md §10). dot() and sum() refuse it: an
+// unknown order cannot be replayed. Partials rounded to a narrower format than acc are not covered: a kernel
+// that does that must say so with KernelInfo::partial and a SplitK order instead.
+struct AnyOrder {
+  std::size_t operand_roundings = 0;
+};
+
+using Order = std::variant<Sequential, Pairwise, Blocked, SplitK, TensorCore, ThreadStrided, AnyOrder>;
 
 // Short stable name of an order for reports and case ids: "seq", "pairwise", "blocked32",
 // "blocked1024_tree", "splitk4_acc", "splitk4_out", "splitk4_acc_tc16n2", "tc16n2" (k = 16, neab = 2),
 // "tc16n2_rne", "ts256v2" (256 threads, groups of 2), "ts256v2l_cfp32" (split lanes, combine in fp32),
-// "ts512v4l_bf" (block_first tree), "ts64v1i4_bf" (4 interleaved accumulators), ...
+// "ts512v4l_bf" (block_first tree), "ts64v1i4_bf" (4 interleaved accumulators), "any", "any_op2" (AnyOrder with
+// two operand roundings), ...
 std::string order_name(const Order& order);
 
 // x·y = Σ_i x_i·y_i in the given order. Throws std::invalid_argument when x and y differ in length,
 // b < 1, s < 1, the tensor-core parameters/formats are unsupported, a ThreadStrided thread count / vec /
-// interleave is not allowed (see ThreadStrided), or an input is not a value of spec.in.
+// interleave is not allowed (see ThreadStrided), the order is AnyOrder (no evaluation), or an input is not a
+// value of spec.in.
 // n = 0 gives 0. Overflow follows spec.round (±inf, or ±max with saturate); the bounds assume none.
 // NaN or infinite inputs are not rejected: they propagate by IEEE rules (a NaN input gives a NaN result).
 double dot(const AccumSpec& spec, const Order& order, std::span<const double> x, std::span<const double> y);

@@ -1,0 +1,25 @@
+// How a black-box kernel (libtorch, a plugin: anything that cannot state its summation order) is described to the
+// bounds: formats only, reductions in any order and blocking (AnyOrder), an exp error budget for vectorised exp
+// approximations. Each helper returns the path or pipeline a registry entry hands to the checks; the bounds they
+// lead to hold for every order (derivation: docs/TOLERANCES.md §10).
+#pragma once
+
+#include "kvconf/kernels/kernel.hpp"
+
+namespace kvconf::kernels {
+
+// PyTorch's vectorised exp_u20 (ATen/cpu/vec, "a faster version of exp with ULP=20"), used by its CPU flash
+// attention: 20 ulps of fp32, each at most 2^-23 relative. tests/kernels/torch_exp_test.cpp measures it.
+inline constexpr double kExpU20RelError = 20.0 * 0x1p-23;
+// fl32(1 / fl32(sqrt(x))): two roundings, (1 + u)/(1 − u) − 1 < 2u + 2u² with u = 2^-24 (padded).
+inline constexpr double kRsqrtTwoRoundingsRelError = 0x1p-23 + 0x1p-46;
+
+// y = x·Wᵀ in `in`, products and sums in fp32 in any order, one rounding to `out`.
+GemmPath black_box_gemm_path(Format in, Format out);
+// Σx² in fp32 in any order, the rest of HF's RMSNorm in fp32, rsqrt by two roundings.
+NormPath black_box_norm_path(Format in);
+// ref::black_box_pipeline for the keys this call can see at most (its window or n_kv).
+ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
+                                                    double exp_rel_error);
+
+}  // namespace kvconf::kernels
