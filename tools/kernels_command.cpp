@@ -14,7 +14,9 @@
 #include "provenance.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/engine/atomic_file.hpp"
+#include "kvconf/kernels/plugin.hpp"
 #include "kvconf/kernels/registry.hpp"
+#include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
 #include "result_store.hpp"
 
@@ -39,12 +41,23 @@ std::uint64_t parse_seed(const std::string& s) {
 }
 
 json manifest_of(const KernelsCliOptions& o, const Shard& shard, const conformance::SweepOptions& so) {
-  return {{"command", "kernels"},
-          {"kvconf_version", KVCONF_VERSION},
-          {"filter", o.filter},
-          {"quick", o.quick},
-          {"seed", so.seed ? json(*so.seed) : json(nullptr)},
-          {"shard", shard.str()}};
+  json m = {{"command", "kernels"},
+            {"kvconf_version", KVCONF_VERSION},
+            {"filter", o.filter},
+            {"quick", o.quick},
+            {"seed", so.seed ? json(*so.seed) : json(nullptr)},
+            {"shard", shard.str()}};
+  if (!o.plugins.empty()) m["plugins"] = o.plugins;  // a sweep of plugin kernels resumes only on the same plugins
+  return m;
+}
+
+// --plugin: the listed plugins' kernels only; a refused plugin is bad input (exit 2, one line naming it).
+kernels::Registry plugin_sweep_registry(const std::vector<std::string>& libs) {
+  try {
+    return kernels::plugin_registry(libs);
+  } catch (const kernels::PluginError& e) {
+    throw BadInput(e.what());
+  }
 }
 
 // DIR/manifest.json may hold other commands' members (kvconf model's); only "kernels" is ours.
@@ -119,7 +132,8 @@ int run(const KernelsCliOptions& o) {
   so.filter = o.filter;
   so.quick = o.quick;
   if (!o.seed.empty()) so.seed = parse_seed(o.seed);
-  const kernels::Registry reg = kernels::cpu_registry();
+  // CPU emulations + libtorch kernels, or with --plugin the plugins' kernels.
+  const kernels::Registry reg = o.plugins.empty() ? kernels::sweep_registry() : plugin_sweep_registry(o.plugins);
   const auto plan = conformance::sweep_plan(reg, so);
   if (plan.empty())
     throw BadInput("--filter '" + o.filter + "' matches no item of the " + (o.quick ? "quick " : "") +
@@ -224,6 +238,9 @@ CLI::App* add_kernels_command(CLI::App& app, KernelsCliOptions& o) {
       ->capture_default_str();
   c->add_option("--seed", o.seed, "One seed for every rule (default: derived per case id; KVCONF_SEED also overrides)");
   c->add_flag("--list", o.list, "Print this shard's items (kind, kernel|case_id) and exit");
+  c->add_option("--plugin", o.plugins,
+                "Sweep the kernels of this plugin (a shared library speaking include/kvconf/plugin.h; repeatable)\n"
+                "instead of the built-in ones; each runs in its own worker process (docs/PLUGIN.md)");
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace kvconf::tools {
 
@@ -16,6 +17,7 @@ struct KernelsCliOptions {
   std::string shard = "0/1";                // I/N: items i with i % N == I
   bool list = false;                        // print the plan (this shard's items) and exit
   std::string seed;                         // one seed for every rule (empty: per case; KVCONF_SEED also overrides)
+  std::vector<std::string> plugins;         // --plugin LIB.so (repeatable): sweep these plugins' kernels instead
 };
 
 CLI::App* add_kernels_command(CLI::App& app, KernelsCliOptions& o);

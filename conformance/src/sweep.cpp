@@ -5,9 +5,11 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "kvconf/conformance/checks.hpp"
+#include "kvconf/kernels/kernel_failure.hpp"
 
 namespace kvconf::conformance {
 
@@ -164,52 +166,64 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
     return std::invalid_argument("kvconf sweep: kernel '" + item.kernel + "' (" + item.kind +
                                  ") is not in the registry");
   };
-  if (item.kind == "gemm" && item.gemm) {
-    const auto* k = reg.find_gemm(item.kernel);
-    if (k == nullptr) throw missing();
-    const GemmCase& c = *item.gemm;
-    r.seq_len = c.shape.k;
-    if (auto why = k->supports(c.shape)) r.skipped = *why;
-    else r.rules = check_gemm_matches_oracle(*k, c, seed(o, "gemm_oracle", id));
-  } else if (item.kind == "projection" && item.projection) {
-    const auto* k = reg.find_gemm(item.kernel);
-    if (k == nullptr) throw missing();
-    const ProjectionCase& c = *item.projection;
-    r.seq_len = c.k;
-    if (auto why = projection_unsupported(*k, c)) {
-      r.skipped = *why;
+  // A kernel that fails outright (an isolated plugin kernel killed by a signal, past its time limit, returning an
+  // error) fails this item with rule kernel_ran, after the rules it finished; the sweep goes on.
+  try {
+    if (item.kind == "gemm" && item.gemm) {
+      const auto* k = reg.find_gemm(item.kernel);
+      if (k == nullptr) throw missing();
+      const GemmCase& c = *item.gemm;
+      r.seq_len = c.shape.k;
+      if (auto why = k->supports(c.shape)) r.skipped = *why;
+      else r.rules = check_gemm_matches_oracle(*k, c, seed(o, "gemm_oracle", id));
+    } else if (item.kind == "projection" && item.projection) {
+      const auto* k = reg.find_gemm(item.kernel);
+      if (k == nullptr) throw missing();
+      const ProjectionCase& c = *item.projection;
+      r.seq_len = c.k;
+      if (auto why = projection_unsupported(*k, c)) {
+        r.skipped = *why;
+      } else {
+        const std::uint64_t s = seed(o, "projection_on_off", id);
+        r.rules = check_projection_cache_on_off(*k, c, s);
+        r.on_off = measure_projection_on_off(*k, c, s);
+      }
+    } else if (item.kind == "norm" && item.norm) {
+      const auto* k = reg.find_norm(item.kernel);
+      if (k == nullptr) throw missing();
+      const NormCase& c = *item.norm;
+      r.seq_len = c.shape.d;  // the reduction length
+      if (auto why = k->supports(c.shape)) r.skipped = *why;
+      else r.rules = check_norm_matches_oracle(*k, c, seed(o, "norm_oracle", id));
+    } else if (item.kind == "attention" && item.attention) {
+      const auto* k = reg.find_attention(item.kernel);
+      if (k == nullptr) throw missing();
+      const AttentionCase& c = *item.attention;
+      r.seq_len = c.call.shape.n_kv;
+      r.head_dim = c.call.shape.d;
+      if (auto why = k->supports(c.call)) {
+        r.skipped = *why;
+      } else {
+        add(r.rules, check_attention_matches_oracle(*k, c, seed(o, "attention_oracle", id)));
+        const std::uint64_t s_on_off = seed(o, "attention_on_off", id);
+        add(r.rules, check_attention_cache_on_off(*k, c, s_on_off));
+        add(r.rules, qualify_chunks(check_attention_chunked(*k, c, kChunks, seed(o, "attention_chunked", id))));
+        add(r.rules, check_attention_unused_slots(*k, c, seed(o, "attention_unused_slots", id)));
+        if (k->info.cache_invariant) add(r.rules, check_attention_capacity(*k, c, seed(o, "attention_capacity", id)));
+        r.on_off = measure_attention_on_off(*k, c, s_on_off);
+      }
     } else {
-      const std::uint64_t s = seed(o, "projection_on_off", id);
-      r.rules = check_projection_cache_on_off(*k, c, s);
-      r.on_off = measure_projection_on_off(*k, c, s);
+      throw std::invalid_argument("kvconf sweep: item '" + item.key() + "' has kind '" + item.kind +
+                                  "' without its case");
     }
-  } else if (item.kind == "norm" && item.norm) {
-    const auto* k = reg.find_norm(item.kernel);
-    if (k == nullptr) throw missing();
-    const NormCase& c = *item.norm;
-    r.seq_len = c.shape.d;  // the reduction length
-    if (auto why = k->supports(c.shape)) r.skipped = *why;
-    else r.rules = check_norm_matches_oracle(*k, c, seed(o, "norm_oracle", id));
-  } else if (item.kind == "attention" && item.attention) {
-    const auto* k = reg.find_attention(item.kernel);
-    if (k == nullptr) throw missing();
-    const AttentionCase& c = *item.attention;
-    r.seq_len = c.call.shape.n_kv;
-    r.head_dim = c.call.shape.d;
-    if (auto why = k->supports(c.call)) {
-      r.skipped = *why;
-    } else {
-      add(r.rules, check_attention_matches_oracle(*k, c, seed(o, "attention_oracle", id)));
-      const std::uint64_t s_on_off = seed(o, "attention_on_off", id);
-      add(r.rules, check_attention_cache_on_off(*k, c, s_on_off));
-      add(r.rules, qualify_chunks(check_attention_chunked(*k, c, kChunks, seed(o, "attention_chunked", id))));
-      add(r.rules, check_attention_unused_slots(*k, c, seed(o, "attention_unused_slots", id)));
-      if (k->info.cache_invariant) add(r.rules, check_attention_capacity(*k, c, seed(o, "attention_capacity", id)));
-      r.on_off = measure_attention_on_off(*k, c, s_on_off);
-    }
-  } else {
-    throw std::invalid_argument("kvconf sweep: item '" + item.key() + "' has kind '" + item.kind +
-                                "' without its case");
+  } catch (const kernels::KernelFailure& e) {
+    CheckResult f;
+    f.rule = "kernel_ran";
+    f.pass = false;
+    f.error = 1.0;
+    f.headroom = -std::numeric_limits<double>::infinity();
+    f.detail = e.what();
+    r.rules.push_back(f);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -1,0 +1,140 @@
+/* The kvconf kernel plugin ABI (version 1): a shared library exports two C functions and a table of kernel
+ * descriptors, and kvconf runs every conformance suite on its kernels. Reference: docs/PLUGIN.md.
+ *
+ * Pure C (C99 and C++): no C++ types cross it. Tensors cross as DLPack DLTensor (<dlpack/dlpack.h>), always on the
+ * CPU (kDLCPU), compact row-major with explicit strides, byte_offset 0, dtype the kernel's declared format.
+ *
+ * A plugin exports:
+ *   uint32_t kvconf_plugin_abi_version(void);        returns KVCONF_PLUGIN_ABI_VERSION it was built against
+ *   int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out,
+ *                              char* err, size_t err_size);
+ * kvconf calls kvconf_plugin_abi_version first and calls kvconf_plugin_register only when it returns the version
+ * kvconf speaks. register fills *out and returns 0, or returns nonzero with a one-line message in err.
+ */
+#ifndef KVCONF_PLUGIN_H_
+#define KVCONF_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on every change of a struct layout, a function signature or the meaning of a field. */
+#define KVCONF_PLUGIN_ABI_VERSION 1u
+
+/* Symbol names kvconf looks up with dlsym. */
+#define KVCONF_PLUGIN_ABI_VERSION_SYMBOL "kvconf_plugin_abi_version"
+#define KVCONF_PLUGIN_REGISTER_SYMBOL "kvconf_plugin_register"
+
+/* Tensor formats. 0 is not a format: a field left zero is refused. */
+enum kvconf_format {
+  KVCONF_FP32 = 1, /* DLDataType {kDLFloat, 32, 1} */
+  KVCONF_FP16 = 2, /* DLDataType {kDLFloat, 16, 1}, IEEE binary16 */
+  KVCONF_BF16 = 3  /* DLDataType {kDLBfloat, 16, 1} */
+};
+
+/* What a kernel computes. 0 is not a kind. */
+enum kvconf_kernel_kind {
+  KVCONF_KIND_GEMM = 1,     /* y = x·Wᵀ (a Linear layer) */
+  KVCONF_KIND_NORM = 2,     /* RMSNorm as HF computes it */
+  KVCONF_KIND_ATTENTION = 3 /* softmax(scale·q·kᵀ, masked) · v over a KV cache */
+};
+
+/* Attention call parameters. Query row i (0 <= i < n_q) sits at absolute position pos = q_offset + i and sees the
+ * keys j in [lo, hi): hi = causal ? min(n_kv, pos + 1) : n_kv; with window w > 0, lo = max(0, pos − w + 1) and,
+ * when not causal, hi = min(hi, pos + w). A row that sees no key outputs +0. Logits: s = scale · (q·k); with
+ * softcap c > 0, s = c · tanh(s / c). */
+struct kvconf_attention_params {
+  int64_t n_kv;     /* filled cache rows; rows [n_kv, capacity) of the caches must never be read */
+  int64_t q_offset; /* absolute position of query row 0 */
+  int64_t window;   /* sliding window, 0 = none */
+  int32_t causal;   /* 1 causal, 0 not */
+  float scale;      /* the float the logits are multiplied by */
+  float softcap;    /* 0 = none */
+  int32_t reserved; /* 0 */
+};
+
+/* RMSNorm parameters: r = 1/sqrt(mean(x²) + eps) in fp32, h = x·r in fp32; Llama (one_plus_weight 0):
+ * y = fl_out(w · fl_out(h)); Gemma (one_plus_weight 1): y = fl_out(h · (1 + w)) with (1 + w) and the product in fp32. */
+struct kvconf_norm_params {
+  float eps;
+  int32_t one_plus_weight;
+};
+
+/* The kernel functions. `user` is the descriptor's user pointer. Input tensors are read-only; the output tensor's
+ * data is written, its descriptor (ndim, shape, strides, dtype, data, byte_offset, device) must be left unchanged.
+ * Return 0 on success; nonzero with a one-line message in err (err_size bytes, NUL-terminated) on failure.
+ * The same signatures serve `supports`: called with the tensors the run would get but data == NULL, it returns 0
+ * when the kernel handles the call and nonzero with the reason in err when it does not (the case is skipped). */
+
+/* x: (m, k), w: (n, k) in the kernel's `in` format; y: (m, n) in its `out` format. */
+typedef int (*kvconf_gemm_fn)(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, char* err,
+                              size_t err_size);
+/* x: (rows, d), w: (d) in `in`; y: (rows, d) in `out`. */
+typedef int (*kvconf_norm_fn)(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y,
+                              const struct kvconf_norm_params* params, char* err, size_t err_size);
+/* q: (n_q, n_heads, d), k_cache: (capacity, n_kv_heads, d), v_cache: (capacity, n_kv_heads, d_v) in `in`;
+ * out: (n_q, n_heads, d_v) in `out`. n_heads is a multiple of n_kv_heads; head h reads KV head h / (n_heads /
+ * n_kv_heads). */
+typedef int (*kvconf_attention_fn)(void* user, const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache,
+                                   DLTensor* out, const struct kvconf_attention_params* params, char* err,
+                                   size_t err_size);
+
+/* One kernel. Exactly the function pointers of its kind are read; run is required, supports optional (NULL: every
+ * call is supported). Strings are NUL-terminated and must stay valid while the library is loaded. */
+struct kvconf_kernel_desc {
+  const char* name;       /* [A-Za-z0-9_.-]{1,64}, unique in the plugin; registered as plugin.<lib>.<name> */
+  int32_t kind;           /* enum kvconf_kernel_kind */
+  int32_t in;             /* enum kvconf_format of the inputs (x and w; q, k_cache and v_cache) */
+  int32_t acc;            /* enum kvconf_format of the reductions' accumulator; must be KVCONF_FP32 in version 1 */
+  int32_t out;            /* enum kvconf_format of the output */
+  int32_t cache_invariant;/* 1: claims decode and prefill outputs are bitwise equal (independent of rows in the
+                             call, cache capacity and chunking); checked bitwise */
+  int32_t deterministic;  /* 1: claims the same inputs give the same bits run to run */
+  uint32_t exp_error_ulps;/* attention: fp32 ulps of error of the exp it uses; 0 = correctly rounded (charged 1) */
+  const char* mirrors;    /* optional (NULL): the real kernel this stands for, shown in reports */
+  void* user;             /* passed back to run and supports */
+  kvconf_gemm_fn gemm_run, gemm_supports;
+  kvconf_norm_fn norm_run, norm_supports;
+  kvconf_attention_fn attention_run, attention_supports;
+};
+
+/* What kvconf tells the plugin. */
+struct kvconf_host {
+  uint32_t abi_version;     /* KVCONF_PLUGIN_ABI_VERSION of the host */
+  const char* host_version; /* kvconf's version, e.g. "0.1.0" */
+};
+
+/* What the plugin fills in. */
+struct kvconf_plugin {
+  uint32_t abi_version;                     /* set to KVCONF_PLUGIN_ABI_VERSION */
+  uint32_t n_kernels;                       /* 1 .. 256 */
+  const struct kvconf_kernel_desc* kernels; /* n_kernels descriptors, valid while the library is loaded */
+};
+
+/* Marks a plugin's two entry points exported even when it builds with -fvisibility=hidden. */
+#if defined(__GNUC__)
+#define KVCONF_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define KVCONF_PLUGIN_EXPORT
+#endif
+
+/* The two functions a plugin defines and exports. */
+KVCONF_PLUGIN_EXPORT uint32_t kvconf_plugin_abi_version(void);
+KVCONF_PLUGIN_EXPORT int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out, char* err,
+                                                size_t err_size);
+
+/* Their types, as kvconf looks them up. */
+typedef uint32_t (*kvconf_plugin_abi_version_fn)(void);
+typedef int (*kvconf_plugin_register_fn)(const struct kvconf_host* host, struct kvconf_plugin* out, char* err,
+                                         size_t err_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCONF_PLUGIN_H_ */

@@ -1,0 +1,12 @@
+/* Test plugin: says it speaks plugin ABI version 2; kvconf (version 1) must refuse it before calling register. */
+#include <stdlib.h>
+
+#include "kvconf/plugin.h"
+
+KVCONF_PLUGIN_EXPORT uint32_t kvconf_plugin_abi_version(void) { return 2u; }
+
+KVCONF_PLUGIN_EXPORT int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out, char* err,
+                                                size_t err_size) {
+  (void)host, (void)out, (void)err, (void)err_size;
+  abort(); /* never called: the version check comes first */
+}

@@ -1,0 +1,161 @@
+// Loading plugins: a good plugin registers plugin.<lib>.<kernel> entries with its declared formats and claims; a bad
+// one (missing file, not a library, missing symbol, wrong ABI version, bad descriptor) is refused with one line
+// naming the plugin and what is wrong, and leaves the registry untouched.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kvconf/kernels/plugin.hpp"
+
+namespace kvconf::kernels {
+namespace {
+
+// The refusal message of loading `lib` (fails the test when the plugin is accepted).
+std::string refusal(const std::string& lib) {
+  Registry r;
+  try {
+    register_plugin_kernels(r, lib);
+  } catch (const PluginError& e) {
+    EXPECT_TRUE(r.names().empty()) << "a refused plugin registered kernels";
+    return e.what();
+  }
+  ADD_FAILURE() << lib << " was accepted";
+  return {};
+}
+
+TEST(PluginLoad, RegistersTheExampleKernels) {
+  Registry r;
+  register_plugin_kernels(r, KVCONF_KVCONF_EXAMPLE_PLUGIN);
+  ASSERT_EQ(r.gemm().size(), 2u);
+  ASSERT_EQ(r.norm().size(), 2u);
+  ASSERT_EQ(r.attention().size(), 2u);
+  const GemmKernel* g = r.find_gemm("plugin.kvconf_example_plugin.gemm.f16");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->info.backend, "plugin");
+  EXPECT_EQ(g->info.in, Format::fp16);
+  EXPECT_EQ(g->info.acc, Format::fp32);
+  EXPECT_EQ(g->info.out, Format::fp16);
+  EXPECT_FALSE(g->info.cache_invariant);
+  EXPECT_TRUE(g->info.deterministic);
+  EXPECT_EQ(g->info.mirrors, "example: fp16 in/out, fp32 accumulation");
+  EXPECT_EQ(g->path({1, 8, 64}).name, "black-box");
+  const NormKernel* n = r.find_norm("plugin.kvconf_example_plugin.norm.bf16");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->info.in, Format::bf16);
+  const AttentionKernel* a = r.find_attention("plugin.kvconf_example_plugin.attn.two_pass.f32");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->info.in, Format::fp32);
+}
+
+TEST(PluginLoad, PrefixIsTheFileNameWithoutLibAndExtension) {
+  EXPECT_EQ(plugin_prefix("/x/libmine.so"), "plugin.mine.");
+  EXPECT_EQ(plugin_prefix("engine_kernels.so.1"), "plugin.engine_kernels.");
+}
+
+TEST(PluginLoad, SupportsDeclinesWithThePluginsReason) {
+  Registry r;
+  register_plugin_kernels(r, KVCONF_KVCONF_EXAMPLE_PLUGIN);
+  const AttentionKernel* a = r.find_attention("plugin.kvconf_example_plugin.attn.two_pass.f16");
+  ASSERT_NE(a, nullptr);
+  AttentionCall c;
+  c.shape = {1, 8, 2, 2, 64, 32};
+  c.params.scale = 0.125;
+  EXPECT_EQ(a->supports(c).value_or("supported"), "plugin: the example attention needs d_v == d (got 32, 64)");
+  c.shape.d_v = 64;
+  EXPECT_EQ(a->supports(c), std::nullopt);
+  c.params.scale = 0.1;  // not a float value
+  EXPECT_EQ(a->supports(c).value_or("supported"),
+            "the ABI passes scale and softcap as floats: these are not float values");
+}
+
+TEST(PluginLoad, RefusesAMissingFile) {
+  EXPECT_EQ(refusal("/nonexistent/libnope.so"), "plugin /nonexistent/libnope.so: no such file");
+}
+
+TEST(PluginLoad, RefusesAFileThatIsNotALibrary) {
+  const auto f = std::filesystem::temp_directory_path() / "kvconf_not_a_plugin.so";
+  std::ofstream(f) << "not an ELF file\n";
+  const std::string m = refusal(f.string());
+  EXPECT_EQ(m.rfind("plugin " + f.string() + ": dlopen failed: ", 0), 0u) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  std::filesystem::remove(f);
+}
+
+TEST(PluginLoad, RefusesAMissingSymbol) {
+  EXPECT_EQ(refusal(KVCONF_TEST_MISSING_REGISTER),
+            std::string("plugin ") + KVCONF_TEST_MISSING_REGISTER +
+                ": missing symbol kvconf_plugin_register (a plugin exports kvconf_plugin_abi_version and "
+                "kvconf_plugin_register, include/kvconf/plugin.h)");
+}
+
+TEST(PluginLoad, RefusesAnotherAbiVersion) {
+  EXPECT_EQ(refusal(KVCONF_TEST_BAD_ABI), std::string("plugin ") + KVCONF_TEST_BAD_ABI +
+                                              ": ABI version 2, expected 1 (KVCONF_PLUGIN_ABI_VERSION of this kvconf)");
+}
+
+TEST(PluginLoad, RefusesAnUnknownFormat) {
+  EXPECT_EQ(refusal(KVCONF_TEST_BAD_FORMAT),
+            std::string("plugin ") + KVCONF_TEST_BAD_FORMAT +
+                ": kernel[1] 'gemm': field in = 7, expected KVCONF_FP32 (1), KVCONF_FP16 (2) or KVCONF_BF16 (3)");
+}
+
+TEST(PluginLoad, RefusesAnEmptyName) {
+  EXPECT_EQ(refusal(KVCONF_TEST_EMPTY_NAME),
+            std::string("plugin ") + KVCONF_TEST_EMPTY_NAME +
+                ": kernel[1]: field name is empty, expected 1 to 64 characters of [A-Za-z0-9_.-]");
+}
+
+TEST(PluginLoad, RefusesADuplicateName) {
+  EXPECT_EQ(refusal(KVCONF_TEST_DUPLICATE_NAME),
+            std::string("plugin ") + KVCONF_TEST_DUPLICATE_NAME +
+                ": kernel[1] 'ok': duplicate name (an earlier descriptor has it)");
+}
+
+TEST(PluginLoad, RefusesANullRunFunction) {
+  EXPECT_EQ(refusal(KVCONF_TEST_NULL_RUN),
+            std::string("plugin ") + KVCONF_TEST_NULL_RUN + ": kernel[1] 'gemm': field gemm_run is NULL");
+}
+
+TEST(PluginLoad, RefusesTheSameLibraryTwice) {
+  Registry r;
+  register_plugin_kernels(r, KVCONF_KVCONF_EXAMPLE_PLUGIN);
+  const std::size_t before = r.names().size();
+  try {
+    register_plugin_kernels(r, KVCONF_KVCONF_EXAMPLE_PLUGIN);
+    ADD_FAILURE() << "loaded twice";
+  } catch (const PluginError& e) {
+    EXPECT_EQ(std::string(e.what()), std::string("plugin ") + KVCONF_KVCONF_EXAMPLE_PLUGIN +
+                                         ": kernel 'gemm.f32' would register as plugin.kvconf_example_plugin.gemm.f32, "
+                                         "which is already registered (two plugins with the same file name?)");
+  }
+  EXPECT_EQ(r.names().size(), before);
+}
+
+TEST(PluginLoad, PluginsFromTheEnvironment) {
+  ::setenv("KVCONF_PLUGINS", "/a/liba.so::/b/libb.so:", 1);
+  EXPECT_EQ(plugins_from_env("/fallback.so"), (std::vector<std::string>{"/a/liba.so", "/b/libb.so"}));
+  ::setenv("KVCONF_PLUGINS", "", 1);
+  EXPECT_EQ(plugins_from_env("/fallback.so"), (std::vector<std::string>{"/fallback.so"}));
+  ::unsetenv("KVCONF_PLUGINS");
+  EXPECT_EQ(plugins_from_env(), (std::vector<std::string>{}));
+}
+
+TEST(PluginLoad, TimeoutFromTheEnvironment) {
+  ::setenv("KVCONF_PLUGIN_TIMEOUT_S", "0.25", 1);
+  EXPECT_EQ(plugin_options().timeout_s, 0.25);
+  ::setenv("KVCONF_PLUGIN_TIMEOUT_S", "soon", 1);
+  try {
+    plugin_options();
+    ADD_FAILURE() << "accepted KVCONF_PLUGIN_TIMEOUT_S=soon";
+  } catch (const PluginError& e) {
+    EXPECT_STREQ(e.what(), "KVCONF_PLUGIN_TIMEOUT_S='soon': expected a positive number of seconds");
+  }
+  ::unsetenv("KVCONF_PLUGIN_TIMEOUT_S");
+  EXPECT_EQ(plugin_options().timeout_s, 10.0);
+}
+
+}  // namespace
+}  // namespace kvconf::kernels
