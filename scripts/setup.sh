@@ -18,7 +18,7 @@ done
 
 # Debian packages (DESIGN.md "Build and dependencies"); libbenchmark-dev for the oracle benchmark.
 packages=(cmake g++ make pkg-config libgtest-dev libmpfr-dev libgmp-dev libboost-dev nlohmann-json3-dev
-          libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev)
+          libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev libdlpack-dev)
 
 if [ "$install" = 1 ]; then
   missing=()
@@ -33,6 +33,26 @@ if [ "$install" = 1 ]; then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
     echo "setup.sh: all Debian packages present"
+  fi
+fi
+
+# Python packages (scripts/requirements.txt) in .venv: torch (libtorch for kernels/torch), transformers & co.
+# A machine whose python already has torch (the lent GPU machine: torch 2.11 with CUDA) keeps it: the venv sees
+# the system's packages and nothing is downloaded. If the install is impossible, configure still succeeds (the
+# torch tests skip with the reason) except under the ci preset, which requires torch.
+venv=.venv
+if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv --system-site-packages "$venv" || echo "setup.sh: could not create $venv (python3 -m venv failed)"
+  fi
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy' 2>/dev/null; then
+    echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
+    start=$(date +%s)
+    if "$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt; then
+      echo "setup.sh: Python packages installed in $(( $(date +%s) - start )) s ($(du -sh "$venv" | cut -f1) in $venv)"
+    else
+      echo "setup.sh: torch could not be installed (pip failed): the torch kernels will skip, and the ci preset fails"
+    fi
   fi
 fi
 

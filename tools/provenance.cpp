@@ -5,6 +5,8 @@
 
 #include <ctime>
 
+#include "kvconf/kernels/torch.hpp"
+
 namespace kvconf::tools {
 
 nlohmann::json provenance(const std::string& command) {
@@ -14,7 +16,9 @@ nlohmann::json provenance(const std::string& command) {
   if (gmtime_r(&now, &utc)) std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
   char host[256] = "";
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return {{"kvconf_version", KVCONF_VERSION}, {"command", command}, {"date", date}, {"host", host}};
+  // The torch kernels in the sweep are judged as this libtorch built and dispatched them (version, CPU capability).
+  return {{"kvconf_version", KVCONF_VERSION}, {"command", command}, {"date", date}, {"host", host},
+          {"torch", kernels::torch_description()}};
 }
 
 }  // namespace kvconf::tools

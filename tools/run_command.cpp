@@ -16,6 +16,7 @@
 #include "provenance.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/registry.hpp"
+#include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
 #include "result_store.hpp"
@@ -103,7 +104,7 @@ int run_command(const RunOptions& o) {
       if (matches(c.name, o.filter)) checks.push_back(std::move(c));
     conformance::SweepOptions so = plan.kernels;
     so.filter = o.filter;
-    const kernels::Registry reg = kernels::cpu_registry();
+    const kernels::Registry reg = kernels::sweep_registry();  // CPU emulations + libtorch kernels
     const std::vector<conformance::SweepItem> items = conformance::sweep_plan(reg, so);
     std::vector<ProtocolOptions> models;
     for (const auto& m : plan.models)

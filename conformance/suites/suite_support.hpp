@@ -21,17 +21,31 @@
 #if defined(KVCONF_SUITE_GPU)
 #include "kvconf/kernels/gpu.hpp"
 #endif
+#if defined(KVCONF_SUITE_TORCH)
+#include "kvconf/kernels/torch.hpp"
+#endif
+#if defined(KVCONF_SUITE_PLUGIN)
+#include "kvconf/kernels/plugin.hpp"
+#endif
 
 // KVCONF_INSTANTIATE_SUITE_P(Suite, generator, name): INSTANTIATE_TEST_SUITE_P with the backend prefix, Cpu or
 // Cuda (an indirection, so the prefix macro expands before gtest pastes it into its identifiers).
 #if defined(KVCONF_SUITE_GPU)
 #define KVCONF_SUITE_PREFIX Cuda
+#elif defined(KVCONF_SUITE_TORCH)
+#define KVCONF_SUITE_PREFIX Torch
+#elif defined(KVCONF_SUITE_PLUGIN)
+#define KVCONF_SUITE_PREFIX Plugin
 #else
 #define KVCONF_SUITE_PREFIX Cpu
 #endif
 // KVCONF_REGISTRY_TEST(Suite): the registry test, Suite.HasCpuKernels or Suite.HasCudaKernels.
 #if defined(KVCONF_SUITE_GPU)
 #define KVCONF_REGISTRY_TEST_NAME HasCudaKernels
+#elif defined(KVCONF_SUITE_TORCH)
+#define KVCONF_REGISTRY_TEST_NAME HasTorchKernels
+#elif defined(KVCONF_SUITE_PLUGIN)
+#define KVCONF_REGISTRY_TEST_NAME HasPluginKernels
 #else
 #define KVCONF_REGISTRY_TEST_NAME HasCpuKernels
 #endif
@@ -48,6 +62,28 @@ inline const kernels::Registry& registry() {
   static const kernels::Registry r = kernels::gpu_registry();
   return r;
 }
+#elif defined(KVCONF_SUITE_TORCH)
+// The libtorch kernels: registered whatever the build; without libtorch every case skips with the reason.
+inline constexpr bool kGpuSuite = false;
+inline const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::torch_registry();
+  return r;
+}
+#elif defined(KVCONF_SUITE_PLUGIN)
+// The kernels of the plugins in KVCONF_PLUGINS (colon-separated .so paths), else of the example plugin built in this
+// tree (KVCONF_SUITE_DEFAULT_PLUGIN). A refused plugin ends the program with its one-line reason (exit 2).
+inline constexpr bool kGpuSuite = false;
+inline const kernels::Registry& registry() {
+  static const kernels::Registry r = [] {
+    try {
+      return kernels::plugin_registry(kernels::plugins_from_env(KVCONF_SUITE_DEFAULT_PLUGIN));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvconf Plugin suites: %s\n", e.what());
+      std::exit(2);
+    }
+  }();
+  return r;
+}
 #else
 inline constexpr bool kGpuSuite = false;
 inline const kernels::Registry& registry() {
@@ -61,6 +97,10 @@ inline const kernels::Registry& registry() {
 // RMSNorm kernels), and then the test skips saying so.
 template <class V>
 void expect_registered(const V& kernels, const char* kind) {
+#if defined(KVCONF_SUITE_PLUGIN)
+  // A plugin may provide some kinds only.
+  if (kernels.empty()) GTEST_SKIP() << "the plugins loaded (KVCONF_PLUGINS) register no " << kind << " kernels";
+#endif
   if (kGpuSuite && kernels.empty()) GTEST_SKIP() << "no GPU " << kind << " kernels are registered in gpu_registry()";
   EXPECT_FALSE(kernels.empty()) << "no " << (kGpuSuite ? "GPU " : "CPU ") << kind << " kernels registered";
 }

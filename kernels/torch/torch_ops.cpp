@@ -1,0 +1,239 @@
+// The calls into libtorch: SDPA with one backend forced, at::linear, HF's RMSNorm in torch ops. Every call runs
+// under one mutex (the SDPA backend flags are process-global) with one intra-op thread (results independent of
+// the machine's core count). Inputs are floats holding values of the kernel's format: the conversion to the
+// torch dtype is exact, and so is the conversion of the output back to float.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "torch_ops.hpp"
+
+namespace kvconf::kernels::torch_ops {
+namespace {
+
+std::mutex& torch_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Once per process: one intra-op thread, and math SDPA computing fp16/bf16 in fp32 (PyTorch's default, stated).
+void init_once() {
+  static const bool done = [] {
+    at::set_num_threads(1);
+    at::globalContext().setAllowFP16BF16ReductionMathSDP(false);
+    return true;
+  }();
+  (void)done;
+}
+
+at::ScalarType dtype_of(Format f) {
+  switch (f) {
+    case Format::fp32: return at::kFloat;
+    case Format::bf16: return at::kBFloat16;
+    case Format::fp16: return at::kHalf;
+    default: break;
+  }
+  throw std::invalid_argument(std::string("kvconf torch kernels: format ") + std::string(name(f)) +
+                              " has no torch dtype here (fp32, bf16, fp16)");
+}
+
+// A torch tensor of dtype f with the values of x (copied), shaped `sizes`.
+at::Tensor tensor_of(std::span<const float> x, at::IntArrayRef sizes, Format f) {
+  at::Tensor t = at::from_blob(const_cast<float*>(x.data()), sizes, at::TensorOptions().dtype(at::kFloat));
+  return t.to(dtype_of(f), /*non_blocking=*/false, /*copy=*/true);
+}
+
+// Copies t (any dtype, any strides) into y as floats, checking the element count.
+void store(const at::Tensor& t, std::span<float> y, const char* who) {
+  at::Tensor f = t.to(at::kFloat).contiguous();
+  if (static_cast<std::size_t>(f.numel()) != y.size())
+    throw std::runtime_error(std::string(who) + ": torch returned " + std::to_string(f.numel()) +
+                             " values, expected " + std::to_string(y.size()));
+  std::copy_n(f.data_ptr<float>(), y.size(), y.data());
+}
+
+const char* backend_name(std::int64_t b) {
+  switch (static_cast<at::SDPBackend>(b)) {
+    case at::SDPBackend::math: return "math";
+    case at::SDPBackend::flash_attention: return "flash_attention";
+    case at::SDPBackend::efficient_attention: return "efficient_attention";
+    case at::SDPBackend::cudnn_attention: return "cudnn_attention";
+    case at::SDPBackend::overrideable: return "overrideable";
+    default: return "error";
+  }
+}
+
+// Forces one SDPA backend for its lifetime, restoring the previous flags.
+class ForceBackend {
+ public:
+  explicit ForceBackend(Sdpa b) {
+    auto& c = at::globalContext();
+    saved_ = {c.userEnabledFlashSDP(), c.userEnabledMathSDP(), c.userEnabledMemEfficientSDP(),
+              c.userEnabledCuDNNSDP(), c.userEnabledOverrideableSDP()};
+    c.setSDPUseFlash(b == Sdpa::flash);
+    c.setSDPUseMath(b == Sdpa::math);
+    c.setSDPUseMemEfficient(false);
+    c.setSDPUseCuDNN(false);
+    c.setSDPUseOverrideable(false);
+  }
+  ~ForceBackend() {
+    auto& c = at::globalContext();
+    c.setSDPUseFlash(saved_[0]);
+    c.setSDPUseMath(saved_[1]);
+    c.setSDPUseMemEfficient(saved_[2]);
+    c.setSDPUseCuDNN(saved_[3]);
+    c.setSDPUseOverrideable(saved_[4]);
+  }
+  ForceBackend(const ForceBackend&) = delete;
+  ForceBackend& operator=(const ForceBackend&) = delete;
+
+ private:
+  std::array<bool, 5> saved_{};
+};
+
+bool visible(const ref::AttentionParams& p, std::int64_t pos, std::int64_t j) {
+  if (p.causal && j > pos) return false;
+  if (p.window > 0) {
+    const std::int64_t dist = p.causal ? pos - j : (pos > j ? pos - j : j - pos);
+    if (dist >= p.window) return false;
+  }
+  return true;
+}
+
+// The SDPA arguments an engine builds for the call: q (1, H, n_q, d) from the (n_q, H, d) rows transposed (HF's
+// .view().transpose(1, 2)), K/V (1, H, n_kv', d) as a cache holds them (contiguous, Hkv heads) repeated to H heads
+// (HF repeat_kv), and the mask, causal flag and scale.
+struct SdpaArgs {
+  at::Tensor q, k, v;
+  std::optional<at::Tensor> mask;  // (n_q, n_kv'), true = attend
+  bool is_causal = false;
+  double scale = 1.0;
+};
+
+SdpaArgs build(Format f, Calling how, const AttentionCall& call, std::span<const float> q, std::span<const float> kc,
+               std::span<const float> vc) {
+  const auto& s = call.shape;
+  const auto& p = call.params;
+  const std::int64_t nq = static_cast<std::int64_t>(s.n_q), H = static_cast<std::int64_t>(s.n_heads);
+  const std::int64_t Hkv = static_cast<std::int64_t>(s.n_kv_heads), d = static_cast<std::int64_t>(s.d);
+  const std::int64_t dv = static_cast<std::int64_t>(s.d_v);
+  std::int64_t nkv = static_cast<std::int64_t>(s.n_kv);
+  if (how == Calling::missing_cache_row && nq == 1 && nkv > 1) --nkv;
+  if (q.size() != s.n_q * s.n_heads * s.d || kc.size() < s.n_kv * s.n_kv_heads * s.d ||
+      vc.size() < s.n_kv * s.n_kv_heads * s.d_v)
+    throw std::invalid_argument("kvconf torch sdpa: q, k_cache, v_cache spans do not match the call's shape");
+  SdpaArgs a;
+  a.q = tensor_of(q, {1, nq, H, d}, f).transpose(1, 2);  // (1, H, n_q, d), strided as an engine's
+  const std::int64_t rep = H / Hkv;
+  auto cache = [&](std::span<const float> c, std::int64_t dim) {
+    at::Tensor t = tensor_of(c.first(static_cast<std::size_t>(nkv * Hkv * dim)), {1, nkv, Hkv, dim}, f)
+                       .transpose(1, 2)
+                       .contiguous();  // (1, Hkv, n_kv, dim)
+    if (rep == 1) return t;
+    return t.unsqueeze(2).expand({1, Hkv, rep, nkv, dim}).reshape({1, H, nkv, dim});  // (1, H, n_kv, dim)
+  };
+  a.k = cache(kc, d);
+  a.v = cache(vc, dv);
+  a.scale = how == Calling::scale_from_hidden ? 1.0 / std::sqrt(static_cast<double>(H * d)) : p.scale;
+  if (how == Calling::causal_flag_always) {
+    a.is_causal = true;
+    return a;
+  }
+  // Which keys each row sees; no mask when it sees all of them.
+  bool all = true, square_causal = p.causal && p.window == 0 && nq == nkv && p.q_offset == 0;
+  at::Tensor m = at::empty({nq, nkv}, at::kBool);
+  auto acc = m.accessor<bool, 2>();
+  for (std::int64_t i = 0; i < nq; ++i)
+    for (std::int64_t j = 0; j < nkv; ++j) {
+      acc[i][j] = visible(p, p.q_offset + i, j);
+      all = all && acc[i][j];
+    }
+  if (all) return a;
+  if (square_causal) {
+    a.is_causal = true;  // top-left = bottom-right when the rows are the whole prefix
+    return a;
+  }
+  a.mask = m;
+  return a;
+}
+
+}  // namespace
+
+std::optional<std::string> unavailable() { return std::nullopt; }
+
+std::string description() {
+  std::string s = "torch " TORCH_VERSION " (CPU capability ";
+  s += at::get_cpu_capability();  // "AVX512", "AVX2", ...: the kernels libtorch dispatches to here
+  s += ", 1 intra-op thread)";
+  return s;
+}
+
+std::optional<std::string> sdpa_choice(Sdpa forced, Format f, const AttentionCall& call, Calling how,
+                                       std::string* why) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  const auto& s = call.shape;
+  const std::vector<float> q(s.n_q * s.n_heads * s.d, 0.0f), k(s.n_kv * s.n_kv_heads * s.d, 0.0f),
+      v(s.n_kv * s.n_kv_heads * s.d_v, 0.0f);
+  try {
+    const SdpaArgs a = build(f, how, call, q, k, v);
+    ForceBackend force(forced);
+    const std::int64_t b = at::_fused_sdp_choice(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale);
+    return std::string(backend_name(b));
+  } catch (const std::exception& e) {
+    if (why) {
+      std::string msg = e.what();
+      *why = "SDPA takes no forced backend for this call: " + msg.substr(0, msg.find('\n'));
+    }
+    return std::nullopt;
+  }
+}
+
+void sdpa(Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
+          std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  const SdpaArgs a = build(f, how, call, q, k_cache, v_cache);
+  ForceBackend force(forced);
+  const at::Tensor o = at::scaled_dot_product_attention(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale);
+  store(o.transpose(1, 2), out, "kvconf torch sdpa");  // (1, n_q, H, d_v)
+}
+
+void linear(Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  const auto m = static_cast<std::int64_t>(s.m), n = static_cast<std::int64_t>(s.n), k = static_cast<std::int64_t>(s.k);
+  if (x.size() != s.m * s.k || w.size() != s.n * s.k || y.size() != s.m * s.n)
+    throw std::invalid_argument("kvconf torch linear: x, w, y must hold m·k, n·k, m·n values");
+  const at::Tensor xt = tensor_of(x, {1, m, k}, f);  // (1, m, k): batch, tokens, hidden
+  const at::Tensor wt = tensor_of(w, {n, k}, f);     // (n, k): nn.Linear's weight
+  store(at::linear(xt, wt), y, "kvconf torch linear");
+}
+
+void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
+                 std::span<const float> w, std::span<float> y) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  const auto rows = static_cast<std::int64_t>(s.rows), d = static_cast<std::int64_t>(s.d);
+  if (x.size() != s.rows * s.d || w.size() != s.d || y.size() != s.rows * s.d)
+    throw std::invalid_argument("kvconf torch rms_norm: x, y must hold rows·d values and w d values");
+  const at::Tensor xt = tensor_of(x, {1, rows, d}, f);  // (1, rows, d)
+  const at::Tensor wt = tensor_of(w, {d}, f);           // (d)
+  // hidden = x.float(); variance = hidden.pow(2).mean(-1, keepdim=True); hidden = hidden * rsqrt(variance + eps)
+  const at::Tensor h = xt.to(at::kFloat);
+  const at::Tensor var = h.pow(2).mean(-1, /*keepdim=*/true);
+  const at::Tensor normed = h * at::rsqrt(var + static_cast<double>(p.eps));
+  if (p.one_plus_weight) {
+    // Gemma2RMSNorm: output * (1.0 + weight.float()), then .type_as(x).
+    store((normed * (1.0 + wt.to(at::kFloat))).to(dtype_of(f)), y, "kvconf torch rms_norm");
+  } else {
+    // LlamaRMSNorm: weight * hidden.to(input_dtype).
+    store(wt * normed.to(dtype_of(f)), y, "kvconf torch rms_norm");
+  }
+}
+
+}  // namespace kvconf::kernels::torch_ops

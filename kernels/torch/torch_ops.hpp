@@ -1,0 +1,40 @@
+// Private to kernels/torch: the calls into libtorch (torch_ops.cpp; notorch.cpp throws), kept behind plain C++
+// types so that only torch_ops.cpp includes ATen. Spans hold values of the kernel's format as floats.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kvconf/kernels/kernel.hpp"
+
+namespace kvconf::kernels::torch_ops {
+
+enum class Sdpa { flash, math };
+
+// How the caller (an engine) passes the call to SDPA: correctly, or with one planted bug.
+enum class Calling {
+  correct,             // decode: no mask, no causal flag; prefill: is_causal when square, else a bottom-right mask
+  causal_flag_always,  // is_causal=true on every call, decode included (top-left alignment: key 0 only)
+  missing_cache_row,   // decode calls (n_q = 1) see rows [0, n_kv − 1): the new token's K/V row not appended
+  scale_from_hidden,   // scale 1/sqrt(n_heads·d) (the hidden size) instead of the head dim's
+};
+
+std::optional<std::string> unavailable();
+std::string description();
+
+// The backend at::_fused_sdp_choice reports for the call under the forced backend ("flash_attention", "math"),
+// or nullopt with the reason in *why when no backend takes it.
+std::optional<std::string> sdpa_choice(Sdpa forced, Format f, const AttentionCall& call, Calling how,
+                                       std::string* why);
+
+// q: (n_q, H, d), k_cache/v_cache: (capacity, Hkv, d | d_v), out: (n_q, H, d_v).
+void sdpa(Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
+          std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out);
+// x: (m, k), w: (n, k), y: (m, n): at::linear on x viewed as (1, m, k), as an engine's hidden states.
+void linear(Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y);
+// HF LlamaRMSNorm / Gemma2RMSNorm with torch ops. x: (rows, d), w: (d), y: (rows, d).
+void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
+                 std::span<const float> w, std::span<float> y);
+
+}  // namespace kvconf::kernels::torch_ops
