@@ -95,7 +95,8 @@ struct kvconf_kernel_desc {
   int32_t cache_invariant;/* 1: claims decode and prefill outputs are bitwise equal (independent of rows in the
                              call, cache capacity and chunking); checked bitwise */
   int32_t deterministic;  /* 1: claims the same inputs give the same bits run to run */
-  uint32_t exp_error_ulps;/* attention: fp32 ulps of error of the exp it uses; 0 = correctly rounded (charged 1) */
+  uint32_t exp_error_ulps;/* attention: fp32 ulps of error of the exp it uses; 0 = correctly rounded (charged 1);
+                            e^x below 2^-125 may also be flushed to 0 */
   const char* mirrors;    /* optional (NULL): the real kernel this stands for, shown in reports */
   void* user;             /* passed back to run and supports */
   kvconf_gemm_fn gemm_run, gemm_supports;

@@ -16,11 +16,11 @@ NormPath black_box_norm_path(Format in) {
 }
 
 ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
-                                                    double exp_rel_error) {
+                                                    double exp_rel_error, double exp_abs_error) {
   std::size_t visible = call.shape.n_kv;
   const auto w = call.params.window;
   if (w > 0) visible = std::min<std::size_t>(visible, static_cast<std::size_t>(call.params.causal ? w : 2 * w - 1));
-  return ref::black_box_pipeline(info.in, info.out, visible, exp_rel_error);
+  return ref::black_box_pipeline(info.in, info.out, visible, exp_rel_error, exp_abs_error);
 }
 
 }  // namespace kvconf::kernels

@@ -51,7 +51,7 @@ AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std
     return std::nullopt;
   };
   k.pipeline = [b, f, how, info](const AttentionCall& c) {
-    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, kExpU20RelError);
+    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
     std::string why;
     const auto took = torch_ops::sdpa_choice(b, f, c, how, &why);
     p.name = "sdpa:" + took.value_or("none") + " black-box";

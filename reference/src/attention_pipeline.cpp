@@ -40,7 +40,8 @@ bool visible(const AttentionParams& p, std::int64_t pos, std::int64_t j) {
 
 }  // namespace
 
-AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visible_max, double exp_rel_error) {
+AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visible_max, double exp_rel_error,
+                                     double exp_abs_error) {
   AttentionPipeline p;
   p.name = "black-box";
   p.in = in;
@@ -50,7 +51,7 @@ AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visibl
   p.scale_rel_error = 2.0 * unit_roundoff(Format::fp32) * (1.0 + unit_roundoff(Format::fp32));
   p.softmax = Format::fp32;
   p.exp_rel_error = exp_rel_error;
-  p.exp_abs_error = 0x1p-126;  // vectorised exps return 0 below ln(FLT_MIN) (PyTorch's exp_u20 does)
+  p.exp_abs_error = exp_abs_error;
   p.kv_blocks = std::max<std::size_t>(n_visible_max, 1);
   p.splits = 1;
   p.normalize_either = true;

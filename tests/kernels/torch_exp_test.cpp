@@ -1,10 +1,12 @@
 // PyTorch's vectorised exp_u20 (the exp of its CPU flash attention) measured against the budget the black-box
-// attention bound charges for it (kExpU20RelError, 20 ulp of fp32): the relative error over every 64th float in
-// [ln(FLT_MIN), 0], the range softmax arguments x − max take, and the flush to 0 below it (exp_abs_error 2^-126).
+// attention bound charges for it: relative error kExpU20RelError (20 ulp of fp32) over every 64th float of
+// [−125·ln 2, 0], where it does not flush, and |error| <= kExpU20RelError·e^x + kExpU20AbsError over [−104, 0),
+// the flush included (exp_u20 returns 0 once its 2^(n−1) scale underflows, from x < −125.5·ln 2, above ln FLT_MIN).
 #include <gtest/gtest.h>
 
 #include <ATen/cpu/vec/vec.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +18,7 @@ namespace {
 
 TEST(TorchExpU20, WithinTheBudgetOverTheSoftmaxRange) {
   using Vec = at::vec::Vectorized<float>;
-  const float lo = std::log(FLT_MIN);  // about −87.34
+  const float lo = static_cast<float>(-125.0 * std::log(2.0));  // about −86.64: 2^(n−1) >= 2^-126 above it
   double worst = 0.0;
   float worst_x = 0.0f;
   std::size_t n = 0;
@@ -52,13 +54,33 @@ TEST(TorchExpU20, WithinTheBudgetOverTheSoftmaxRange) {
   EXPECT_LE(worst, kvconf::kernels::kExpU20RelError);
 }
 
-TEST(TorchExpU20, BelowFltMinTheFlushIsUnderTheAbsoluteBudget) {
+TEST(TorchExpU20, TheFlushIsWithinTheAbsoluteBudget) {
   using Vec = at::vec::Vectorized<float>;
   float buf[Vec::size()], out[Vec::size()];
-  for (int i = 0; i < Vec::size(); ++i) buf[i] = -88.0f - static_cast<float>(i);
-  Vec::loadu(buf).exp_u20().store(out);
-  for (int i = 0; i < Vec::size(); ++i)
-    EXPECT_LE(std::fabs(static_cast<double>(out[i]) - std::exp(static_cast<double>(buf[i]))), 0x1p-126) << buf[i];
+  double worst_excess = -1.0, largest_flushed = 0.0;
+  float worst_x = 0.0f;
+  std::size_t n = 0;
+  // Every float of [−104, −80) (its flush zone and the range around it), in vectors.
+  for (float x = -104.0f; x < -80.0f;) {
+    int filled = 0;
+    for (; filled < Vec::size() && x < -80.0f; ++filled, x = std::nextafter(x, 0.0f)) buf[filled] = x;
+    Vec::loadu(buf, filled).exp_u20().store(out, filled);
+    for (int i = 0; i < filled; ++i, ++n) {
+      const double exact = std::exp(static_cast<double>(buf[i]));
+      const double err = std::fabs(static_cast<double>(out[i]) - exact);
+      const double excess = err - (kvconf::kernels::kExpU20RelError * exact + kvconf::kernels::kExpU20AbsError);
+      if (out[i] == 0.0f) largest_flushed = std::max(largest_flushed, exact);
+      if (excess > worst_excess || n == 0) {
+        worst_excess = excess;
+        worst_x = buf[i];
+      }
+    }
+  }
+  std::printf("exp_u20 on %zu floats of [-104, -80): largest e^x flushed to 0 = %.9g (2^%.3f); abs budget %.3g\n", n,
+              largest_flushed, std::log2(largest_flushed), kvconf::kernels::kExpU20AbsError);
+  RecordProperty("largest_flushed", std::to_string(largest_flushed));
+  EXPECT_GT(largest_flushed, 0.0);  // the flush exists (else the abs budget is not exercised)
+  EXPECT_LE(worst_excess, 0.0) << "at x = " << worst_x;
 }
 
 }  // namespace

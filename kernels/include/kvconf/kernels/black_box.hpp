@@ -11,6 +11,10 @@ namespace kvconf::kernels {
 // PyTorch's vectorised exp_u20 (ATen/cpu/vec, "a faster version of exp with ULP=20"), used by its CPU flash
 // attention: 20 ulps of fp32, each at most 2^-23 relative. tests/kernels/torch_exp_test.cpp measures it.
 inline constexpr double kExpU20RelError = 20.0 * 0x1p-23;
+// Its flush: exp_u20 scales by 2^(n−1) built from exponent bits, n = floor(x·log2 e + 1/2), which is 0 once
+// n <= −126, i.e. for x < −125.5·ln 2 (not at ln(FLT_MIN)): it returns 0 where e^x < 2^-125.5. Absolute budget
+// 2^-125 (the test measures the largest flushed e^x).
+inline constexpr double kExpU20AbsError = 0x1p-125;
 // fl32(1 / fl32(sqrt(x))): two roundings, (1 + u)/(1 − u) − 1 < 2u + 2u² with u = 2^-24 (padded).
 inline constexpr double kRsqrtTwoRoundingsRelError = 0x1p-23 + 0x1p-46;
 
@@ -20,6 +24,6 @@ GemmPath black_box_gemm_path(Format in, Format out);
 NormPath black_box_norm_path(Format in);
 // ref::black_box_pipeline for the keys this call can see at most (its window or n_kv).
 ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
-                                                    double exp_rel_error);
+                                                    double exp_rel_error, double exp_abs_error);
 
 }  // namespace kvconf::kernels

@@ -70,7 +70,8 @@ struct AttentionElementStats {
 // (PyTorch's CPU flash kernel: exp_u20), online over any blocking (one rescale per visible key at worst), no
 // split-KV partitions, normalisation before or after PV, P rounded to `in` before PV when `in` is 16-bit, one
 // final rounding to `out`. docs/TOLERANCES.md §10.
-AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visible_max, double exp_rel_error);
+AttentionPipeline black_box_pipeline(Format in, Format out, std::size_t n_visible_max, double exp_rel_error,
+                                     double exp_abs_error);
 
 // |ô − o| for one element computed by the pipeline, with params the call's mask/scale/softcap.
 // +inf where the analysis is vacuous (never a finite wrong number).
