@@ -31,3 +31,49 @@ function(kvconf_add_test)
     NO_PRETTY_VALUES
     PROPERTIES LABELS "${_labels}\\\\\\\\\\\\\\;slow" TIMEOUT 3600)
 endfunction()
+
+# kvconf_add_batched_test(NAME name PREFIX Torch/gemm BATCHES k1 k2 ... SOURCES ... LIBS ... LABELS ... [TIMEOUT s])
+# One GoogleTest executable run as one CTest case per batch instead of one per GoogleTest case: <PREFIX>/<batch> runs
+# every case named */<batch>__* (a kernel's cases: `<kernel>__<case_id>`), <PREFIX>/<batch>/Slow its Slow ones (label
+# slow), <PREFIX>/other every case no batch selects (the registry tests; it may select none). For executables whose start-up dominates a case: a libtorch process
+# spends ~0.35 s in libtorch's static initialisers before its first case. Each batch writes GoogleTest XML (every
+# case's error/bound/headroom properties) to <build>/gtest-xml/<name>.<batch>.xml; its output lists every check.
+# A batch that selects no case fails; one whose cases all skip (no libtorch in a non-ci build) is reported skipped.
+function(kvconf_add_batched_test)
+  cmake_parse_arguments(T "" "NAME;PREFIX;TIMEOUT" "SOURCES;LIBS;LABELS;BATCHES" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main kvconf::flags)
+  target_compile_definitions(${T_NAME} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  set(_xml ${PROJECT_BINARY_DIR}/gtest-xml)
+  set(_props SKIP_REGULAR_EXPRESSION "\\[  PASSED  \\] 0 tests\\.[\r\n]+\\[  SKIPPED \\]"
+             FAIL_REGULAR_EXPRESSION "\\[==========\\] 0 tests from 0 test suites ran")
+  set(_rest "*:-")
+  foreach(_b ${T_BATCHES})
+    string(APPEND _rest "*/${_b}__*:")
+  endforeach()
+  foreach(_b ${T_BATCHES} other)
+    if(_b STREQUAL "other")
+      set(_fast "${_rest}")
+      unset(_slow)
+    else()
+      set(_fast "*/${_b}__*:-*Slow*")
+      set(_slow "*/${_b}__*Slow*")
+    endif()
+    add_test(NAME ${T_PREFIX}/${_b} COMMAND ${T_NAME} --gtest_filter=${_fast}
+             --gtest_output=xml:${_xml}/${T_NAME}.${_b}.xml)
+    if(_b STREQUAL "other")
+      set_tests_properties(${T_PREFIX}/${_b} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+    else()
+      set_tests_properties(${T_PREFIX}/${_b} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ${_props})
+    endif()
+    if(DEFINED _slow)
+      add_test(NAME ${T_PREFIX}/${_b}/Slow COMMAND ${T_NAME} --gtest_filter=${_slow}
+               --gtest_output=xml:${_xml}/${T_NAME}.${_b}.slow.xml)
+      set_tests_properties(${T_PREFIX}/${_b}/Slow PROPERTIES LABELS "${T_LABELS};slow" TIMEOUT 3600 ${_props})
+    endif()
+  endforeach()
+endfunction()

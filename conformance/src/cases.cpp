@@ -164,7 +164,9 @@ std::string AttentionCase::id() const {
 }
 
 // GEMM: decode (m = 1, the GEMV paths) and prefill shapes, reduction lengths of the models in scope
-// (1024 … 4096 default; Llama-2's MLP 11008 and 14336 slow), split-K-prone tall-k shapes.
+// (1024 … 4096; the real MLP and hidden reductions Llama-2 11008, Gemma-2 2304 and Mistral 14336 at M = 1 by
+// default, prefill-sized slow), split-K-prone tall-k shapes. 11008 and 2304 are not multiples of the 512-deep
+// split-K slice, and K = 1000 of neither the 64-deep tiles nor the GEMV's 64 half2 lanes: the tails run.
 std::vector<GemmCase> gemm_cases() {
   return {
       gemm(1, 256, 1024, Data::normal),
@@ -174,6 +176,10 @@ std::vector<GemmCase> gemm_cases() {
       gemm(1, 64, 4096, Data::same_sign),
       gemm(8, 64, 2048, Data::wide_range),
       gemm(3, 96, 256, Data::same_sign),
+      gemm(1, 16, 11008, Data::normal),
+      gemm(1, 16, 2304, Data::same_sign),
+      gemm(1, 16, 14336, Data::wide_range),
+      gemm(1, 24, 1000, Data::normal),
       gemm(64, 1024, 4096, Data::normal, true),
       gemm(1, 4096, 4096, Data::normal, true),
       gemm(32, 256, 11008, Data::same_sign, true),
@@ -190,6 +196,8 @@ std::vector<ProjectionCase> projection_cases() {
       proj(5, 9, 128, 4096, Data::normal),
       proj(8, 12, 64, 2048, Data::same_sign),
       proj(4, 8, 64, 2048, Data::wide_range),
+      proj(3, 5, 16, 11008, Data::normal),   // Llama-2's MLP down-projection reduction at decode (M = 1)
+      proj(3, 5, 16, 2304, Data::same_sign), // Gemma-2-2B's hidden size
       proj(32, 64, 1024, 4096, Data::normal, true),
       proj(100, 130, 512, 4096, Data::same_sign, true),
       proj(16, 48, 256, 2304, Data::normal, true),

@@ -3,7 +3,9 @@
 // max |on − off| / max |off|) on standard shapes: the K/V projection
 // (k 4096, n 1024, prompt 32, total 64: all 64 rows) and the attention decode row vs the last row of a 16-row
 // prefill (d 128, n_kv 512 and 4096, GQA 1 and 4, causal). Max over 3 seeds per shape.
-// Usage: kvconf_onoff_table [--quick]   (--quick: smaller projection k/n, for a smoke run)
+// With --torch: the same for the libtorch kernels (kernels/torch), and a second table, their oracle accuracy on
+// fixed cases (worst element's error, its bound, headroom, over 3 seeds) with the SDPA backend each call took.
+// Usage: kvconf_onoff_table [--quick] [--torch]   (--quick: smaller projection k/n, for a smoke run)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/kernels/registry.hpp"
+#include "kvconf/kernels/torch.hpp"
 
 namespace {
 
@@ -48,9 +51,79 @@ AttentionCase attention_shape(std::size_t n_kv, std::size_t kv_heads) {
 
 }  // namespace
 
+// The worst oracle_bound result over 3 seeds of one kernel on one case ("–" when unsupported).
+struct OracleRow {
+  std::string kernel, case_id, note;
+  CheckResult worst;
+  bool ran = false;
+};
+
+template <class Check>
+OracleRow oracle_row(const std::string& kernel, const std::string& case_id, Check check) {
+  OracleRow row{kernel, case_id, "", {}, false};
+  for (int i = 0; i < kSeeds; ++i) {
+    for (const CheckResult& r : check(nth_seed(seed_for("oracle_table", case_id), i))) {
+      if (r.rule != "oracle_bound") continue;
+      if (!row.ran || r.headroom < row.worst.headroom) row.worst = r;
+      row.ran = true;
+    }
+  }
+  std::fprintf(stderr, "done oracle %s %s\n", kernel.c_str(), case_id.c_str());
+  return row;
+}
+
+void print_oracle_table(const kernels::Registry& reg) {
+  std::vector<OracleRow> rows;
+  GemmCase g1, g2;
+  g1.shape = {1, 64, 4096};
+  g2.shape = {16, 64, 11008};
+  for (const auto& k : reg.gemm())
+    for (const GemmCase& c : {g1, g2})
+      rows.push_back(oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_gemm_matches_oracle(k, c, s); }));
+  NormCase n1;
+  n1.shape = {4, 4096};
+  n1.params.eps = 1e-5f;
+  for (const auto& k : reg.norm())
+    rows.push_back(oracle_row(k.info.name, n1.id(), [&](std::uint64_t s) { return check_norm_matches_oracle(k, n1, s); }));
+  for (std::size_t n_kv : {std::size_t{512}, std::size_t{4096}}) {
+    const AttentionCase c = attention_shape(n_kv, 2);
+    for (const auto& k : reg.attention()) {
+      OracleRow row = oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_attention_matches_oracle(k, c, s); });
+      kernels::AttentionCall dec = c.call;
+      dec.shape.n_q = 1;
+      dec.params.q_offset = static_cast<std::int64_t>(n_kv - 1);
+      row.note = "prefill: " + kernels::torch_sdpa_choice(k, c.call) + ", decode: " + kernels::torch_sdpa_choice(k, dec);
+      rows.push_back(row);
+    }
+  }
+  std::printf("\n| kernel | case id | oracle error (worst element) | its bound | headroom | result | SDPA backend taken |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const OracleRow& r : rows) {
+    if (!r.ran) {
+      std::printf("| %s | %s | – | – | – | not run | %s |\n", r.kernel.c_str(), r.case_id.c_str(), r.note.c_str());
+      continue;
+    }
+    std::printf("| %s | %s | %.3g | %.3g | %.3f | %s | %s |\n", r.kernel.c_str(), r.case_id.c_str(), r.worst.error,
+                r.worst.bound, r.worst.headroom, r.worst.pass ? "pass" : "FAIL", r.note.c_str());
+  }
+}
+
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const kernels::Registry reg = kernels::cpu_registry();
+  bool quick = false, torch = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--torch") == 0) torch = true;
+    else {
+      std::fprintf(stderr, "kvconf_onoff_table: unknown argument '%s' (expected --quick or --torch)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (torch && kernels::torch_unavailable()) {
+    std::fprintf(stderr, "kvconf_onoff_table: --torch: %s\n", kernels::torch_unavailable()->c_str());
+    return 2;
+  }
+  const kernels::Registry reg = torch ? kernels::torch_registry() : kernels::cpu_registry();
+  if (torch) std::printf("%s\n\n", kernels::torch_description().c_str());
   std::vector<Row> rows;
 
   ProjectionCase pc;
@@ -97,5 +170,6 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %zu / %zu | %.3g | %.3g | %s |\n", r.kernel.c_str(), r.shape.c_str(), r.d.differing,
                 r.d.elements, r.d.max_ulp, r.d.max_rel, r.d.paths.c_str());
   }
+  if (torch) print_oracle_table(reg);
   return 0;
 }

@@ -19,13 +19,14 @@ const char* fault_name(Fault f) {
     case Fault::window_recompute_only: return "window_recompute_only";
     case Fault::softcap_missing_decode: return "softcap_missing_decode";
     case Fault::gqa_modulo_decode: return "gqa_modulo_decode";
+    case Fault::cache_store_toward_zero: return "cache_store_toward_zero";
   }
   return "?";
 }
 
 std::vector<Fault> all_faults() {
   return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
-          Fault::softcap_missing_decode, Fault::gqa_modulo_decode};
+          Fault::softcap_missing_decode, Fault::gqa_modulo_decode, Fault::cache_store_toward_zero};
 }
 
 KvCache make_cache(const ModelConfig& c, std::size_t capacity) {

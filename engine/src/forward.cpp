@@ -18,6 +18,7 @@
 #include "kvconf/engine/error.hpp"
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/gpu.hpp"
+#include "kvconf/numerics/rounding.hpp"
 #include "ops.hpp"
 
 namespace kvconf::engine {
@@ -139,6 +140,10 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
     std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
     std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
+    if (decode && call.fault == Fault::cache_store_toward_zero)
+      for (Vec* side : {&cache.k[l], &cache.v[l]})
+        for (std::size_t i = write_row * kvd; i < (write_row + 1) * kvd; ++i)
+          (*side)[i] = static_cast<float>(::kvconf::decode(f, ::kvconf::encode(f, static_cast<double>((*side)[i])) & ~1u));
     if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks) or the shifted_cache_row rewrite of pos0 − 1
       for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
         kernels::gpu_kv_track(side->data());

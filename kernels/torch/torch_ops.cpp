@@ -1,7 +1,8 @@
 // The calls into libtorch: SDPA with one backend forced, at::linear, HF's RMSNorm in torch ops. Every call runs
 // under one mutex (the SDPA backend flags are process-global) with one intra-op thread (results independent of
 // the machine's core count). Inputs are floats holding values of the kernel's format: the conversion to the
-// torch dtype is exact, and so is the conversion of the output back to float.
+// torch dtype is exact, and so is the conversion of the output back to float. Built as the module
+// kvconf_torch_ops (only kvconf_torch_ops_table exported), loaded on first use by torch_loader.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -12,7 +13,10 @@
 
 #include "torch_ops.hpp"
 
-namespace kvconf::kernels::torch_ops {
+namespace kvconf::kernels::torch_impl {
+using torch_ops::Calling;
+using torch_ops::Sdpa;
+
 namespace {
 
 std::mutex& torch_mutex() {
@@ -37,7 +41,7 @@ at::ScalarType dtype_of(Format f) {
     case Format::fp16: return at::kHalf;
     default: break;
   }
-  throw std::invalid_argument(std::string("kvconf torch kernels: format ") + std::string(name(f)) +
+  throw std::invalid_argument(std::string("kvconf torch kernels: format #") + std::to_string(static_cast<int>(f)) +
                               " has no torch dtype here (fp32, bf16, fp16)");
 }
 
@@ -236,4 +240,12 @@ void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<co
   }
 }
 
-}  // namespace kvconf::kernels::torch_ops
+}  // namespace kvconf::kernels::torch_impl
+
+extern "C" __attribute__((visibility("default"))) const kvconf::kernels::torch_ops::Table* kvconf_torch_ops_table() {
+  namespace impl = kvconf::kernels::torch_impl;
+  static const kvconf::kernels::torch_ops::Table table{kvconf::kernels::torch_ops::kTableVersion, &impl::unavailable,
+                                                       &impl::description, &impl::sdpa_choice, &impl::sdpa,
+                                                       &impl::linear, &impl::hf_rms_norm};
+  return &table;
+}

@@ -1,5 +1,7 @@
-// Private to kernels/torch: the calls into libtorch (torch_ops.cpp; notorch.cpp throws), kept behind plain C++
-// types so that only torch_ops.cpp includes ATen. Spans hold values of the kernel's format as floats.
+// Private to kernels/torch: the calls into libtorch, kept behind plain C++ types so that only torch_ops.cpp includes
+// ATen. Spans hold values of the kernel's format as floats. torch_ops.cpp is the module kvconf_torch_ops, loaded on
+// the first call (torch_loader.cpp): a process that never runs a torch kernel never pays libtorch's start-up
+// (~0.35 s of static initialisers). Without libtorch, notorch.cpp implements these and every call throws.
 #pragma once
 
 #include <optional>
@@ -36,5 +38,19 @@ void linear(Format f, const GemmShape& s, std::span<const float> x, std::span<co
 // HF LlamaRMSNorm / Gemma2RMSNorm with torch ops. x: (rows, d), w: (d), y: (rows, d).
 void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
                  std::span<const float> w, std::span<float> y);
+
+// What the module exports (kvconf_torch_ops_table): the implementations above, version-checked by the loader.
+inline constexpr int kTableVersion = 1;
+struct Table {
+  int version;
+  std::optional<std::string> (*unavailable)();
+  std::string (*description)();
+  std::optional<std::string> (*sdpa_choice)(Sdpa, Format, const AttentionCall&, Calling, std::string*);
+  void (*sdpa)(Sdpa, Format, Calling, const AttentionCall&, std::span<const float>, std::span<const float>,
+               std::span<const float>, std::span<float>);
+  void (*linear)(Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>);
+  void (*hf_rms_norm)(Format, const NormShape&, const NormParams&, std::span<const float>, std::span<const float>,
+                      std::span<float>);
+};
 
 }  // namespace kvconf::kernels::torch_ops

@@ -76,12 +76,47 @@ TEST_P(ModelMutants, CorrectEnginePassesEveryFaultIsCaught) {
     // FlipsAreNearTies sees every fault that moves the logits by more than rounding. The missing softcap does not
     // here: with |s| << 50, tanh(s/50)·50 − s ≈ −s³/7500 is below fp16 rounding of the scores (an honest miss, left
     // to InvariantConformance and to the kernel suites' softcap cases).
-    if (f != Fault::softcap_missing_decode)
+    // The toward-zero cache store moves K/V by at most one ulp: below what flips a token here (caught by
+    // CacheStoreConformance.Unbiased and InvariantConformance).
+    if (f != Fault::softcap_missing_decode && f != Fault::cache_store_toward_zero)
       EXPECT_TRUE(k.flips) << engine::fault_name(f) << " on " << engine::arch_name(a) << ": FlipsAreNearTies missed it";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engine, ModelMutants, ::testing::Values(Arch::llama, Arch::mistral, Arch::gemma2),
+                         [](const auto& i) { return std::string(engine::arch_name(i.param)); });
+
+
+// The cache-store rules: a correct engine stores exactly what it computed under every profile; the toward-zero store
+// (Fault::cache_store_toward_zero) fails cache_store_exact under every profile, with every altered element smaller in
+// magnitude; growth from 2 rows keeps every held row.
+class CacheStoreMutants : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(CacheStoreMutants, BiasedStoreCaughtCorrectStorePasses) {
+  const engine::ModelConfig c = engine::testing::small_config(GetParam());
+  const std::vector<int> prompt = engine::testing::random_tokens(10, c.vocab, 5);
+  for (const engine::Profile& p : engine::builtin_profiles()) {
+    const engine::Model m = engine::testing::random_model(c, p.storage, 41);
+    const engine::ProfileKernels k = engine::resolve(p, registry());
+    CacheStoreCounts ok, bad;
+    engine::Context good(m, k);
+    const CheckResults rg = check_cache_store(good, prompt, 12, 1, &ok);
+    EXPECT_TRUE(all_pass(rg)) << p.name << "\n" << describe(rg);
+    engine::Context biased(m, k, engine::ContextOptions{0, Fault::cache_store_toward_zero});
+    const CheckResults rb = check_cache_store(biased, prompt, 12, 1, &bad);
+    EXPECT_FALSE(all_pass(rb)) << p.name << ": the toward-zero store passed\n" << describe(rb);
+    EXPECT_GT(bad.altered, 0u);
+    EXPECT_EQ(bad.stored_smaller_magnitude, bad.altered) << p.name << ": the planted store only rounds toward zero";
+    std::printf("%-8s %-16s correct: %zu/%zu altered, layer 0 vs OFF %zu/%zu differ (ON greater %zu, |ON|<|OFF| %zu);"
+                " biased: %zu altered\n",
+                engine::arch_name(GetParam()), p.name.c_str(), ok.altered, ok.stored, ok.differing, ok.compared,
+                ok.on_greater, ok.on_smaller_magnitude, bad.altered);
+    const CheckResults gr = check_cache_growth(m, k, prompt, 40, 1);
+    EXPECT_TRUE(all_pass(gr)) << p.name << "\n" << describe(gr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, CacheStoreMutants, ::testing::Values(Arch::llama, Arch::mistral, Arch::gemma2),
                          [](const auto& i) { return std::string(engine::arch_name(i.param)); });
 
 }  // namespace

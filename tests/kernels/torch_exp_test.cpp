@@ -16,7 +16,22 @@
 
 namespace {
 
-TEST(TorchExpU20, WithinTheBudgetOverTheSoftmaxRange) {
+// One source, two executables (tests/kernels/CMakeLists.txt): the AVX2 and the AVX-512 build of exp_u20.
+#if defined(CPU_CAPABILITY_AVX512)
+#define KVCONF_EXP_SUITE TorchExpU20Avx512
+bool cpu_has_it() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"); }
+#else
+#define KVCONF_EXP_SUITE TorchExpU20Avx2
+bool cpu_has_it() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
+#define KVCONF_TEST_(suite, name) TEST(suite, name)  // expands the suite macro before TEST pastes it
+#define KVCONF_TEST(suite, name) KVCONF_TEST_(suite, name)
+#define KVCONF_SKIP_WITHOUT_ISA() \
+  if (!cpu_has_it()) GTEST_SKIP() << "this CPU lacks the instructions of this exp_u20 build (torch uses the other)"
+
+KVCONF_TEST(KVCONF_EXP_SUITE, WithinTheBudgetOverTheSoftmaxRange) {
+  KVCONF_SKIP_WITHOUT_ISA();
   using Vec = at::vec::Vectorized<float>;
   const float lo = static_cast<float>(-125.0 * std::log(2.0));  // about −86.64: 2^(n−1) >= 2^-126 above it
   double worst = 0.0;
@@ -54,7 +69,8 @@ TEST(TorchExpU20, WithinTheBudgetOverTheSoftmaxRange) {
   EXPECT_LE(worst, kvconf::kernels::kExpU20RelError);
 }
 
-TEST(TorchExpU20, TheFlushIsWithinTheAbsoluteBudget) {
+KVCONF_TEST(KVCONF_EXP_SUITE, TheFlushIsWithinTheAbsoluteBudget) {
+  KVCONF_SKIP_WITHOUT_ISA();
   using Vec = at::vec::Vectorized<float>;
   float buf[Vec::size()], out[Vec::size()];
   double worst_excess = -1.0, largest_flushed = 0.0;

@@ -41,6 +41,31 @@ TEST(TorchRegistry, NamesFormatsAndClaims) {
   EXPECT_NE(r.find_norm("torch.norm.hf_rms.f16"), nullptr);
 }
 
+// The CTest batches of the Torch/ suites (one per kernel, kernels/torch/CMakeLists.txt) cover exactly the registry:
+// a kernel registered without a batch would have its conformance cases never run.
+std::string test_id(std::string name) {
+  for (char& ch : name)
+    if (ch == '.') ch = '_';
+  return name;
+}
+
+std::string ids_of(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ",") + test_id(n);
+  return s;
+}
+
+TEST(TorchRegistry, EveryKernelHasItsCTestBatch) {
+  const Registry r = torch_registry();
+  std::vector<std::string> a, g, n;
+  for (const auto& k : r.attention()) a.push_back(k.info.name);
+  for (const auto& k : r.gemm()) g.push_back(k.info.name);
+  for (const auto& k : r.norm()) n.push_back(k.info.name);
+  EXPECT_EQ(ids_of(a), KVCONF_TORCH_ATTN_IDS);
+  EXPECT_EQ(ids_of(g), KVCONF_TORCH_GEMM_IDS);
+  EXPECT_EQ(ids_of(n), KVCONF_TORCH_NORM_IDS);
+}
+
 // The backend a call takes is what was forced, for decode (q_len = 1, no mask) and prefill (causal over a longer
 // cache: an explicit bottom-right mask) alike; a softcap is refused (SDPA has none).
 TEST(TorchSdpa, ForcedBackendIsTheOneTaken) {

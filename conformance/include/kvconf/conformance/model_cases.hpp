@@ -77,4 +77,23 @@ CheckResults check_flips_are_near_ties(engine::Context& ctx, engine::Context& re
 CheckResults check_invariant_model(engine::Context& ctx, const std::vector<int>& prompt, const analysis::PairOptions& o,
                                    std::uint64_t seed);
 
+// CacheStoreConformance.GrowthKeepsHeldRows: a context whose cache starts at 2 rows and grows (doubling) while it
+// holds rows, against one allocated for the whole run: 2 prompt tokens prefilled, the rest of the prompt and `steps`
+// greedy tokens (the fixed one's) decoded; after every call the logits and every held K/V row bitwise equal
+// (cache_growth_bitwise), and at least two growths after the first call (cache_growth_exercised).
+CheckResults check_cache_growth(const engine::Model& m, const engine::ProfileKernels& k, const std::vector<int>& prompt,
+                                std::size_t steps, std::uint64_t seed);
+
+// CacheStoreConformance.StoreIsExact: greedy decode of `steps` tokens; every K/V element each step wrote into the cache,
+// in every layer, is bit for bit the K (after RoPE) or V the forward computed for that row (cache_store_exact). A store
+// with a rounding of its own (toward zero, say: half an ulp of bias per element on average, far inside any
+// per-element bound and invisible to a single comparison of outputs) fails it. Also measured (counts, not gated): the
+// layer-0 decode rows against the cache-OFF recompute's, where both paths project the same inputs.
+struct CacheStoreCounts {
+  std::size_t stored = 0, altered = 0, stored_smaller_magnitude = 0;     // the store vs what was computed
+  std::size_t compared = 0, differing = 0, on_greater = 0, on_smaller_magnitude = 0;  // layer 0, ON vs OFF
+};
+CheckResults check_cache_store(engine::Context& ctx, const std::vector<int>& prompt, std::size_t steps,
+                               std::uint64_t seed, CacheStoreCounts* counts = nullptr);
+
 }  // namespace kvconf::conformance

@@ -72,6 +72,8 @@ enum class Fault : std::uint8_t {
   window_recompute_only,   // the cached path (prefill + decode) ignores the sliding window
   softcap_missing_decode,  // decode attention without the logit softcap
   gqa_modulo_decode,       // decode maps q head h to kv head h mod n_kv (instead of h / group)
+  cache_store_toward_zero, // decode stores K/V with the last bit of each value cleared: a biased store, at most one
+                           // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
 };
 const char* fault_name(Fault f);
 std::vector<Fault> all_faults();  // every fault except none

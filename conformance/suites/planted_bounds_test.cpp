@@ -1,0 +1,333 @@
+// Planted/JustPastBound.<Rule>: for every bounded conformance rule, a correct CPU kernel with one output element
+// moved just past that rule's threshold (F = 1.5 times the bound, or one ulp for the bitwise rules), which the rule
+// must fail. The nudge is computed here, independently of the checks, from the reference/ bounds (dot_error_bound,
+// rms_norm_error_terms, attention_pipeline_bound with the oracle's element statistics) or, for the two-sided rule,
+// from a naive sequential reduction written here. If any threshold in conformance/ became 100× looser (or the rule
+// stopped comparing what it claims), the nudged kernel would pass and these tests fail. Each test also requires
+// the reported error/bound to stay below 2F, so the plant is "just past", not a gross fault any rule would catch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/cases.hpp"
+#include "kvconf/conformance/checks.hpp"
+#include "kvconf/kernels/registry.hpp"
+#include "kvconf/numerics/rounding.hpp"
+#include "kvconf/reference/attention_pipeline.hpp"
+#include "kvconf/reference/bounds.hpp"
+#include "kvconf/reference/norm.hpp"
+#include "kvconf/reference/oracle.hpp"
+
+namespace kvconf::conformance {
+namespace {
+
+using kernels::AttentionCall;
+using kernels::AttentionKernel;
+using kernels::GemmKernel;
+using kernels::GemmShape;
+using kernels::NormKernel;
+
+constexpr double kF = 1.5;  // how far past the bound the planted element lands
+
+const kernels::Registry& reg() {
+  static const kernels::Registry r = kernels::cpu_registry();
+  return r;
+}
+
+// y0 moved by delta (rounded to the kernel's output format), or to its next value away from zero (one ulp).
+float moved(Format out, float y0, double delta) {
+  return static_cast<float>(round_to(out, static_cast<double>(y0) + delta));
+}
+// The next value of `out` away from zero (sign-magnitude encodings: the bit pattern plus one).
+float next_ulp(Format out, float y0) { return static_cast<float>(decode(out, encode(out, static_cast<double>(y0)) + 1)); }
+
+// The rule's result in a check's results (exactly one expected).
+const CheckResult& result(const CheckResults& rs, const std::string& rule) {
+  const CheckResult* hit = nullptr;
+  for (const auto& r : rs)
+    if (r.rule == rule) hit = &r;
+  if (!hit) throw std::runtime_error("no result for rule " + rule + " in:\n" + describe(rs));
+  return *hit;
+}
+
+void expect_just_past(const CheckResult& r) {
+  EXPECT_FALSE(r.pass) << "the planted element passed: " << r.rule << " error=" << r.error << " bound=" << r.bound
+                       << " " << r.detail;
+  EXPECT_GT(r.bound, 0.0) << r.detail;
+  EXPECT_LT(r.error, 2.0 * kF * r.bound) << "planted further past the bound than intended: " << r.detail;
+  ::testing::Test::RecordProperty(r.rule + "_error", std::to_string(r.error));
+  ::testing::Test::RecordProperty(r.rule + "_bound", std::to_string(r.bound));
+  ::testing::Test::RecordProperty(r.rule + "_headroom", std::to_string(r.headroom));
+}
+
+void expect_bitwise_caught(const CheckResult& r) {
+  EXPECT_FALSE(r.pass) << "a one-ulp difference passed the bitwise rule " << r.rule << ": " << r.detail;
+  EXPECT_GT(r.error, 0.0);
+  ::testing::Test::RecordProperty(r.rule + "_error", std::to_string(r.error));
+}
+
+// --- GEMM ----------------------------------------------------------------------------------------
+// The a-priori bound of y[0] (row 0, output 0) of one call, from ref::dot_error_bound for the kernel's path.
+double gemm_bound0(const GemmKernel& base, const GemmShape& s, std::span<const float> x, std::span<const float> w) {
+  double sum_abs = 0.0, max_abs = 0.0;
+  for (std::size_t j = 0; j < s.k; ++j) sum_abs += std::fabs(static_cast<double>(x[j]) * w[j]);
+  for (float v : x) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
+  for (float v : w) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
+  const kernels::GemmPath p = base.path(s);
+  return ref::dot_error_bound(p.spec, p.order, s.k, sum_abs * (1.0 + 0x1p-40), max_abs);
+}
+
+// base with y[0] of the calls `when` selects replaced by nudge(shape, x, w, y[0]); claims cache_invariant as told.
+GemmKernel nudged_gemm(const GemmKernel& base, bool invariant, std::function<bool(const GemmShape&)> when,
+                       std::function<float(const GemmShape&, std::span<const float>, std::span<const float>, float)> nudge) {
+  GemmKernel k = base;
+  k.info.name = base.info.name + ".planted";
+  k.info.cache_invariant = invariant;
+  k.run = [base, when, nudge](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+    base.run(s, x, w, y);
+    if (when(s)) y[0] = nudge(s, x, w, y[0]);
+  };
+  return k;
+}
+
+const GemmKernel& g1_f32() { return *reg().find_gemm("cpu.gemm.g1.f32"); }
+
+TEST(PlantedJustPastBound, GemmOracleBound) {
+  const GemmKernel& base = g1_f32();
+  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape&) { return true; },
+                                   [&](const GemmShape& s, auto x, auto w, float y0) {
+                                     return moved(base.info.out, y0, kF * gemm_bound0(base, s, x, w));
+                                   });
+  GemmCase c;
+  c.shape = {4, 32, 1024};
+  const CheckResults rs = check_gemm_matches_oracle(k, c, seed_for("planted_gemm_oracle", c.id()));
+  expect_just_past(result(rs, "oracle_bound"));
+  EXPECT_TRUE(all_pass(check_gemm_matches_oracle(base, c, seed_for("planted_gemm_oracle", c.id()))));
+}
+
+// The two-sided rule: error at most 2 × a naive sequential same-precision GEMM's max error + one ulp at max|y|.
+// The plant: 2F times that (naive computed here: fp32 FMA chain; exact: the products are exact in double and their
+// double sum is within 2^-40 relative of the exact one, far below the fp32 errors measured).
+TEST(PlantedJustPastBound, GemmTwoSided) {
+  const GemmKernel& base = g1_f32();
+  auto threshold = [](const GemmShape& s, std::span<const float> x, std::span<const float> w) {
+    double naive_max = 0.0, y_max = 0.0;
+    for (std::size_t r = 0; r < s.m; ++r)
+      for (std::size_t o = 0; o < s.n; ++o) {
+        float acc = 0.0f;
+        double exact = 0.0;
+        for (std::size_t j = 0; j < s.k; ++j) {
+          acc = std::fma(x[r * s.k + j], w[o * s.k + j], acc);
+          exact += static_cast<double>(x[r * s.k + j]) * w[o * s.k + j];
+        }
+        naive_max = std::max(naive_max, std::fabs(acc - exact));
+        y_max = std::max(y_max, std::fabs(exact));
+      }
+    int e = 0;
+    std::frexp(y_max, &e);
+    return 2.0 * naive_max + std::ldexp(1.0, e - 24);
+  };
+  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape&) { return true; },
+                                   [&](const GemmShape& s, auto x, auto w, float y0) {
+                                     return moved(base.info.out, y0, kF * threshold(s, x, w));
+                                   });
+  GemmCase c;
+  c.shape = {4, 32, 1024};
+  const CheckResults rs = check_gemm_matches_oracle(k, c, seed_for("planted_gemm_two_sided", c.id()));
+  expect_just_past(result(rs, "two_sided"));
+  EXPECT_TRUE(result(rs, "oracle_bound").pass) << "the plant is meant for the two-sided rule alone";
+}
+
+// Projection cache-ON vs cache-OFF: decode (M = 1) rows moved by F × (decode bound + full-prefix bound).
+TEST(PlantedJustPastBound, ProjectionOnOffBound) {
+  const GemmKernel& base = g1_f32();
+  ProjectionCase c;
+  c.prompt = 4;
+  c.total = 8;
+  c.n = 32;
+  c.k = 1024;
+  const GemmKernel k = nudged_gemm(base, false, [](const GemmShape& s) { return s.m == 1; },
+                                   [&](const GemmShape& s, auto x, auto w, float y0) {
+                                     const GemmShape off{c.total, s.n, s.k};
+                                     return moved(base.info.out, y0,
+                                                  kF * (gemm_bound0(base, s, x, w) + gemm_bound0(base, off, x, w)));
+                                   });
+  expect_just_past(result(check_projection_cache_on_off(k, c, seed_for("planted_proj", c.id())), "on_off_bound"));
+}
+
+TEST(PlantedJustPastBound, ProjectionOnOffBitwise) {
+  const GemmKernel& base = g1_f32();
+  ASSERT_TRUE(base.info.cache_invariant);
+  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape& s) { return s.m == 1; },
+                                   [&](const GemmShape&, auto, auto, float y0) { return next_ulp(base.info.out, y0); });
+  ProjectionCase c;
+  c.prompt = 4;
+  c.total = 8;
+  c.n = 32;
+  c.k = 1024;
+  expect_bitwise_caught(result(check_projection_cache_on_off(k, c, seed_for("planted_proj", c.id())), "on_off_bitwise"));
+  EXPECT_TRUE(all_pass(check_projection_cache_on_off(base, c, seed_for("planted_proj", c.id()))));
+}
+
+// --- RMSNorm -------------------------------------------------------------------------------------
+TEST(PlantedJustPastBound, NormOracleBound) {
+  const NormKernel& base = *reg().find_norm("cpu.norm.r1.f32");
+  NormKernel k = base;
+  k.info.name += ".planted";
+  k.run = [&base](const kernels::NormShape& s, const kernels::NormParams& p, std::span<const float> x,
+                  std::span<const float> w, std::span<float> y) {
+    base.run(s, p, x, w, y);
+    // Row 0's bound (ref::rms_norm_error_terms), element 0: |y0| and Σx² in double (within 2^-40 of exact).
+    double sum_sq = 0.0, max_x = 0.0;
+    for (std::size_t i = 0; i < s.d; ++i) {
+      sum_sq += static_cast<double>(x[i]) * x[i];
+      max_x = std::max(max_x, static_cast<double>(std::fabs(x[i])));
+    }
+    const kernels::NormPath path = base.path(s);
+    ref::RmsNormErrorInputs bi;
+    bi.d = s.d;
+    bi.sum_sq = sum_sq * (1.0 + 0x1p-40);
+    bi.eps = static_cast<double>(p.eps);
+    bi.sum_terms = ref::dot_error_terms(path.spec, path.order, s.d, max_x);
+    bi.rsqrt_rel_error = path.rsqrt_rel_error;
+    bi.one_plus_weight = p.one_plus_weight;
+    bi.out = base.info.out;
+    const double wf = p.one_plus_weight ? std::fabs(1.0 + static_cast<double>(w[0])) : std::fabs(w[0]);
+    const double y_exact = std::fabs(static_cast<double>(x[0])) * wf / std::sqrt(sum_sq / static_cast<double>(s.d) + bi.eps);
+    y[0] = moved(base.info.out, y[0], kF * ref::rms_norm_error_terms(bi).at(y_exact * (1.0 + 0x1p-40), wf));
+  };
+  NormCase c;
+  c.shape = {2, 256};
+  c.params.eps = 1e-5f;
+  expect_just_past(result(check_norm_matches_oracle(k, c, seed_for("planted_norm", c.id())), "oracle_bound"));
+  EXPECT_TRUE(all_pass(check_norm_matches_oracle(base, c, seed_for("planted_norm", c.id()))));
+}
+
+// --- Attention -----------------------------------------------------------------------------------
+// The bound of output element (row 0, head 0, col 0) of `call` under the pipeline `pipe`: the oracle for that row
+// (ref::attention) and ref::attention_pipeline_bound of its element statistics.
+double attention_bound0(const AttentionKernel& base, const AttentionCall& call, const ref::AttentionPipeline& pipe,
+                        std::span<const float> q, std::span<const float> k, std::span<const float> v) {
+  const auto& s = call.shape;
+  ref::AttentionShape sh = s;
+  sh.n_q = 1;
+  std::vector<double> qd(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(s.n_heads * s.d));
+  std::vector<double> kd(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(s.n_kv * s.n_kv_heads * s.d));
+  std::vector<double> vd(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(s.n_kv * s.n_kv_heads * s.d_v));
+  ref::OracleOptions opt;
+  opt.out = base.info.out;
+  const ref::AttentionResult r = ref::attention(qd, kd, vd, sh, call.params, base.info.in, opt);
+  return ref::attention_pipeline_bound(pipe, call.params, ref::element_stats(r, vd, sh, call.params, 0, 0, 0));
+}
+
+// base with element 0 of the calls `when` selects moved: by F × (its bound + the bound of the same row under
+// partner(call)'s pipeline, the call it is compared with), or by one ulp when bitwise.
+AttentionKernel nudged_attention(const AttentionKernel& base, bool bitwise, std::function<bool(const AttentionCall&)> when,
+                                 std::function<AttentionCall(const AttentionCall&)> partner) {
+  AttentionKernel k = base;
+  k.info.name = base.info.name + ".planted";
+  k.info.cache_invariant = bitwise;
+  k.run = [base, bitwise, when, partner](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
+                                         std::span<const float> vc, std::span<float> o) {
+    base.run(c, q, kc, vc, o);
+    if (!when(c)) return;
+    if (bitwise) {
+      o[0] = next_ulp(base.info.out, o[0]);
+      return;
+    }
+    const double b = attention_bound0(base, c, base.pipeline(c), q, kc, vc) +
+                     attention_bound0(base, c, base.pipeline(partner(c)), q, kc, vc);
+    o[0] = moved(base.info.out, o[0], kF * b);
+  };
+  return k;
+}
+
+const AttentionKernel& a7_f32() { return *reg().find_attention("cpu.attn.a7_fixedsplit.f32"); }
+
+AttentionCase small_case(bool causal) {
+  AttentionCase c;
+  c.call.shape = {8, 64, 2, 2, 64, 64};
+  c.call.params.q_offset = causal ? 56 : 0;
+  c.call.params.causal = causal;
+  c.call.params.scale = 0.125;
+  return c;
+}
+
+TEST(PlantedJustPastBound, AttentionOracleBound) {
+  const AttentionKernel& base = a7_f32();
+  const AttentionKernel k = nudged_attention(base, false, [](const AttentionCall&) { return true; },
+                                             [](const AttentionCall& c) { return c; });
+  // The nudge is F × 2 × the bound here (the call is its own partner): the rule sees error/bound near 2F.
+  const AttentionCase c = small_case(true);
+  const CheckResults rs = check_attention_matches_oracle(k, c, seed_for("planted_attn_oracle", c.id()));
+  const CheckResult& r = result(rs, "oracle_bound");
+  EXPECT_FALSE(r.pass) << r.detail;
+  EXPECT_LT(r.error, 2.0 * kF * 1.25 * r.bound) << r.detail;
+  EXPECT_TRUE(all_pass(check_attention_matches_oracle(base, c, seed_for("planted_attn_oracle", c.id()))));
+}
+
+TEST(PlantedJustPastBound, AttentionOnOffBound) {
+  const AttentionCase c = small_case(true);
+  const AttentionCall full = c.call;
+  const AttentionKernel k = nudged_attention(a7_f32(), false, [](const AttentionCall& x) { return x.shape.n_q == 1; },
+                                             [full](const AttentionCall&) { return full; });
+  expect_just_past(result(check_attention_cache_on_off(k, c, seed_for("planted_attn_onoff", c.id())), "on_off_bound"));
+}
+
+TEST(PlantedJustPastBound, AttentionOnOffBitwise) {
+  ASSERT_TRUE(a7_f32().info.cache_invariant);
+  const AttentionCase c = small_case(true);
+  const AttentionKernel k = nudged_attention(a7_f32(), true, [](const AttentionCall& x) { return x.shape.n_q == 1; },
+                                             [](const AttentionCall& x) { return x; });
+  expect_bitwise_caught(result(check_attention_cache_on_off(k, c, seed_for("planted_attn_onoff", c.id())), "on_off_bitwise"));
+}
+
+// Chunks are the calls with fewer query rows than the one-shot call (non-causal: every chunk sees the whole cache).
+TEST(PlantedJustPastBound, AttentionChunkedBound) {
+  const AttentionCase c = small_case(false);
+  const AttentionCall full = c.call;
+  const AttentionKernel k = nudged_attention(a7_f32(), false,
+                                             [full](const AttentionCall& x) { return x.shape.n_q < full.shape.n_q; },
+                                             [full](const AttentionCall&) { return full; });
+  const std::vector<std::size_t> chunks = {1, 4};
+  const CheckResults rs = check_attention_chunked(k, c, chunks, seed_for("planted_attn_chunked", c.id()));
+  ASSERT_EQ(rs.size(), chunks.size());
+  for (const auto& r : rs) expect_just_past(r);
+}
+
+TEST(PlantedJustPastBound, AttentionChunkedBitwise) {
+  const AttentionCase c = small_case(false);
+  const std::size_t n_q = c.call.shape.n_q;
+  const AttentionKernel k = nudged_attention(a7_f32(), true, [n_q](const AttentionCall& x) { return x.shape.n_q < n_q; },
+                                             [](const AttentionCall& x) { return x; });
+  const std::vector<std::size_t> chunks = {1, 4};
+  for (const auto& r : check_attention_chunked(k, c, chunks, seed_for("planted_attn_chunked", c.id())))
+    expect_bitwise_caught(r);
+}
+
+// Calls at a capacity above n_kv moved; compared with the same call at capacity n_kv.
+TEST(PlantedJustPastBound, AttentionCapacityBound) {
+  const AttentionCase c = small_case(true);
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), false, [](const AttentionCall& x) { return x.cap() > x.shape.n_kv; },
+      [](const AttentionCall& x) {
+        AttentionCall p = x;
+        p.capacity = x.shape.n_kv;
+        return p;
+      });
+  expect_just_past(result(check_attention_capacity(k, c, seed_for("planted_attn_capacity", c.id())), "capacity_bound"));
+}
+
+TEST(PlantedJustPastBound, AttentionCapacityBitwise) {
+  const AttentionCase c = small_case(true);
+  const AttentionKernel k = nudged_attention(a7_f32(), true, [](const AttentionCall& x) { return x.cap() > x.shape.n_kv; },
+                                             [](const AttentionCall& x) { return x; });
+  expect_bitwise_caught(result(check_attention_capacity(k, c, seed_for("planted_attn_capacity", c.id())), "capacity_bitwise"));
+}
+
+}  // namespace
+}  // namespace kvconf::conformance
