@@ -2,8 +2,8 @@
 // the same bare decode call, on fp16 attention and fp16 GEMM, for a CPU emulation (cpu.attn.a6_eager.f16,
 // cpu.gemm.g1.f16), PyTorch's kernel through libtorch (torch.attn.sdpa_flash.f16, torch.gemm.linear.f16) and the
 // example plugin's kernel through its isolated worker process (plugin...attn.two_pass.f16, plugin...gemm.f16).
-// Counter x_cpu = time / the CPU kernel's time for the same benchmark (thread CPU time of this process; the plugin
-// worker's own CPU time is in another process, so plugin rows are reported in wall time as well: real_time).
+// Counter x_cpu = wall time / the CPU kernel's wall time in the same benchmark (wall time: the plugin
+// worker computes in another process, whose CPU time this process does not see; "CPU" is this process's own).
 // Run: build/tools/bench/kvconf_bench_blackbox [--benchmark_filter=check_]
 #include <benchmark/benchmark.h>
 
@@ -27,8 +27,9 @@ using namespace kvconf::conformance;
 const kernels::Registry& reg() {
   static const kernels::Registry r = [] {
     kernels::Registry all = kernels::torch_registry();
-    for (const auto& k : kernels::cpu_registry().attention()) all.add(k);
-    for (const auto& k : kernels::cpu_registry().gemm()) all.add(k);
+    const kernels::Registry cpu = kernels::cpu_registry();
+    for (const auto& k : cpu.attention()) all.add(k);
+    for (const auto& k : cpu.gemm()) all.add(k);
     kernels::register_plugin_kernels(all, KVCONF_EXAMPLE_PLUGIN);
     return all;
   }();
