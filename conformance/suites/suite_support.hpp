@@ -21,7 +21,7 @@
 #if defined(KVCONF_SUITE_GPU)
 #include "kvconf/kernels/gpu.hpp"
 #endif
-#if defined(KVCONF_SUITE_TORCH)
+#if defined(KVCONF_SUITE_TORCH) || defined(KVCONF_SUITE_TORCH_CUDA)
 #include "kvconf/kernels/torch.hpp"
 #endif
 #if defined(KVCONF_SUITE_PLUGIN)
@@ -34,6 +34,8 @@
 #define KVCONF_SUITE_PREFIX Cuda
 #elif defined(KVCONF_SUITE_TORCH)
 #define KVCONF_SUITE_PREFIX Torch
+#elif defined(KVCONF_SUITE_TORCH_CUDA)
+#define KVCONF_SUITE_PREFIX TorchCuda
 #elif defined(KVCONF_SUITE_PLUGIN)
 #define KVCONF_SUITE_PREFIX Plugin
 #else
@@ -44,6 +46,8 @@
 #define KVCONF_REGISTRY_TEST_NAME HasCudaKernels
 #elif defined(KVCONF_SUITE_TORCH)
 #define KVCONF_REGISTRY_TEST_NAME HasTorchKernels
+#elif defined(KVCONF_SUITE_TORCH_CUDA)
+#define KVCONF_REGISTRY_TEST_NAME HasTorchCudaKernels
 #elif defined(KVCONF_SUITE_PLUGIN)
 #define KVCONF_REGISTRY_TEST_NAME HasPluginKernels
 #else
@@ -67,6 +71,13 @@ inline const kernels::Registry& registry() {
 inline constexpr bool kGpuSuite = false;
 inline const kernels::Registry& registry() {
   static const kernels::Registry r = kernels::torch_registry();
+  return r;
+}
+#elif defined(KVCONF_SUITE_TORCH_CUDA)
+// The libtorch kernels on CUDA: registered whatever the build; without a CUDA libtorch or a device every case skips.
+inline constexpr bool kGpuSuite = false;  // the kernel kinds are all registered (the GPU-registry allowance is moot)
+inline const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::torch_cuda_registry();
   return r;
 }
 #elif defined(KVCONF_SUITE_PLUGIN)

@@ -6,30 +6,30 @@
 
 namespace kvconf::kernels::torch_ops {
 
-std::optional<std::string> unavailable() {
+std::optional<std::string> unavailable(Device) {
   return std::string("built without libtorch (torch not importable by KVCONF_PYTHON at configure time; run "
                      "scripts/setup.sh)");
 }
 
-std::string description() { return *unavailable(); }
+std::string description(Device d) { return *unavailable(d); }
 
-std::optional<std::string> sdpa_choice(Sdpa, Format, const AttentionCall&, Calling, std::string* why) {
-  if (why) *why = *unavailable();
+std::optional<std::string> sdpa_choice(Device, Sdpa, Format, const AttentionCall&, Calling, std::string* why) {
+  if (why) *why = *unavailable(Device::cpu);
   return std::nullopt;
 }
 
-void sdpa(Sdpa, Format, Calling, const AttentionCall&, std::span<const float>, std::span<const float>,
+void sdpa(Device, Sdpa, Format, Calling, const AttentionCall&, std::span<const float>, std::span<const float>,
           std::span<const float>, std::span<float>) {
-  throw std::runtime_error(*unavailable());
+  throw std::runtime_error(*unavailable(Device::cpu));
 }
 
-void linear(Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>) {
-  throw std::runtime_error(*unavailable());
+void linear(Device, Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>) {
+  throw std::runtime_error(*unavailable(Device::cpu));
 }
 
-void hf_rms_norm(Format, const NormShape&, const NormParams&, std::span<const float>, std::span<const float>,
+void hf_rms_norm(Device, Format, const NormShape&, const NormParams&, std::span<const float>, std::span<const float>,
                  std::span<float>) {
-  throw std::runtime_error(*unavailable());
+  throw std::runtime_error(*unavailable(Device::cpu));
 }
 
 }  // namespace kvconf::kernels::torch_ops

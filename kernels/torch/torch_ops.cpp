@@ -17,6 +17,12 @@ namespace kvconf::kernels::torch_impl {
 using torch_ops::Calling;
 using torch_ops::Sdpa;
 
+#if defined(KVCONF_TORCH_CUDA)
+constexpr at::DeviceType kDevice = at::kCUDA;  // this build: kvconf_torch_cuda_ops
+#else
+constexpr at::DeviceType kDevice = at::kCPU;   // this build: kvconf_torch_ops
+#endif
+
 namespace {
 
 std::mutex& torch_mutex() {
@@ -28,7 +34,16 @@ std::mutex& torch_mutex() {
 void init_once() {
   static const bool done = [] {
     at::set_num_threads(1);
-    at::globalContext().setAllowFP16BF16ReductionMathSDP(false);
+    auto& c = at::globalContext();
+    c.setAllowFP16BF16ReductionMathSDP(false);
+#if defined(KVCONF_TORCH_CUDA)
+    // GEMMs as the black-box bound reads them: fp32 stays fp32 (no TF32), fp16/bf16 reduce in fp32 (no reduced-
+    // precision split-K reductions in cuBLAS).
+    c.setAllowTF32CuBLAS(false);
+    c.setAllowTF32CuDNN(false);
+    c.setAllowFP16ReductionCuBLAS(false);
+    c.setAllowBF16ReductionCuBLAS(false);
+#endif
     return true;
   }();
   (void)done;
@@ -48,12 +63,12 @@ at::ScalarType dtype_of(Format f) {
 // A torch tensor of dtype f with the values of x (copied), shaped `sizes`.
 at::Tensor tensor_of(std::span<const float> x, at::IntArrayRef sizes, Format f) {
   at::Tensor t = at::from_blob(const_cast<float*>(x.data()), sizes, at::TensorOptions().dtype(at::kFloat));
-  return t.to(dtype_of(f), /*non_blocking=*/false, /*copy=*/true);
+  return t.to(at::TensorOptions().dtype(dtype_of(f)).device(kDevice), /*non_blocking=*/false, /*copy=*/true);
 }
 
 // Copies t (any dtype, any strides) into y as floats, checking the element count.
 void store(const at::Tensor& t, std::span<float> y, const char* who) {
-  at::Tensor f = t.to(at::kFloat).contiguous();
+  at::Tensor f = t.to(at::TensorOptions().dtype(at::kFloat).device(at::kCPU)).contiguous();  // synchronises
   if (static_cast<std::size_t>(f.numel()) != y.size())
     throw std::runtime_error(std::string(who) + ": torch returned " + std::to_string(f.numel()) +
                              " values, expected " + std::to_string(y.size()));
@@ -80,8 +95,8 @@ class ForceBackend {
               c.userEnabledCuDNNSDP(), c.userEnabledOverrideableSDP()};
     c.setSDPUseFlash(b == Sdpa::flash);
     c.setSDPUseMath(b == Sdpa::math);
-    c.setSDPUseMemEfficient(false);
-    c.setSDPUseCuDNN(false);
+    c.setSDPUseMemEfficient(b == Sdpa::efficient);
+    c.setSDPUseCuDNN(b == Sdpa::cudnn);
     c.setSDPUseOverrideable(false);
   }
   ~ForceBackend() {
@@ -161,12 +176,23 @@ SdpaArgs build(Format f, Calling how, const AttentionCall& call, std::span<const
     a.is_causal = true;  // top-left = bottom-right when the rows are the whole prefix
     return a;
   }
-  a.mask = m;
+  a.mask = m.to(kDevice);
   return a;
 }
 
 }  // namespace
 
+#if defined(KVCONF_TORCH_CUDA)
+std::optional<std::string> unavailable() {
+  if (!at::hasCUDA()) return std::string("this libtorch has no usable CUDA runtime (no driver or no CUDA device)");
+  if (at::getNumGPUs() == 0) return std::string("no CUDA device");
+  return std::nullopt;
+}
+
+std::string description() {
+  return "torch " TORCH_VERSION " CUDA (" + std::to_string(at::getNumGPUs()) + " device(s); device 0; no TF32)";
+}
+#else
 std::optional<std::string> unavailable() { return std::nullopt; }
 
 std::string description() {
@@ -175,6 +201,7 @@ std::string description() {
   s += ", 1 intra-op thread)";
   return s;
 }
+#endif
 
 std::optional<std::string> sdpa_choice(Sdpa forced, Format f, const AttentionCall& call, Calling how,
                                        std::string* why) {

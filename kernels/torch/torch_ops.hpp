@@ -12,7 +12,11 @@
 
 namespace kvconf::kernels::torch_ops {
 
-enum class Sdpa { flash, math };
+enum class Sdpa { flash, math, efficient, cudnn };  // efficient and cudnn: CUDA only
+
+// Where the module computes: kvconf_torch_ops (libtorch_cpu) or kvconf_torch_cuda_ops (the same source built with
+// KVCONF_TORCH_CUDA against libtorch_cuda: tensors on CUDA device 0, results copied back).
+enum class Device { cpu, cuda };
 
 // How the caller (an engine) passes the call to SDPA: correctly, or with one planted bug.
 enum class Calling {
@@ -22,25 +26,25 @@ enum class Calling {
   scale_from_hidden,   // scale 1/sqrt(n_heads·d) (the hidden size) instead of the head dim's
 };
 
-std::optional<std::string> unavailable();
-std::string description();
+std::optional<std::string> unavailable(Device d = Device::cpu);
+std::string description(Device d = Device::cpu);
 
 // The backend at::_fused_sdp_choice reports for the call under the forced backend ("flash_attention", "math"),
 // or nullopt with the reason in *why when no backend takes it.
-std::optional<std::string> sdpa_choice(Sdpa forced, Format f, const AttentionCall& call, Calling how,
+std::optional<std::string> sdpa_choice(Device d, Sdpa forced, Format f, const AttentionCall& call, Calling how,
                                        std::string* why);
 
 // q: (n_q, H, d), k_cache/v_cache: (capacity, Hkv, d | d_v), out: (n_q, H, d_v).
-void sdpa(Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
+void sdpa(Device d, Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
           std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out);
 // x: (m, k), w: (n, k), y: (m, n): at::linear on x viewed as (1, m, k), as an engine's hidden states.
-void linear(Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y);
+void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y);
 // HF LlamaRMSNorm / Gemma2RMSNorm with torch ops. x: (rows, d), w: (d), y: (rows, d).
-void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
+void hf_rms_norm(Device d, Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
                  std::span<const float> w, std::span<float> y);
 
 // What the module exports (kvconf_torch_ops_table): the implementations above, version-checked by the loader.
-inline constexpr int kTableVersion = 1;
+inline constexpr int kTableVersion = 2;
 struct Table {
   int version;
   std::optional<std::string> (*unavailable)();

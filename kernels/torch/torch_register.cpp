@@ -7,6 +7,10 @@
 //   torch.attn.sdpa_math.{f32,bf16,f16}   the same, math backend forced (fp16/bf16 computed in fp32)
 //   torch.gemm.linear.{f32,bf16,f16}      at::linear(x (1, m, k), W (n, k))
 //   torch.norm.hf_rms.{f32,bf16,f16}      HF LlamaRMSNorm / Gemma2RMSNorm written with torch ops
+// and, on CUDA device 0 (torch_cuda_registry, the `gpu` label; unsupported with the reason without a device):
+//   torch.cuda.attn.sdpa_{flash,efficient,cudnn,math}.{f32,bf16,f16}   (flash and cudnn take no fp32: skipped)
+//   torch.cuda.gemm.linear.{f32,bf16,f16}, torch.cuda.norm.hf_rms.{f32,bf16,f16}
+// CUDA budgets (black_box.hpp): exp as fast-math exp2f of a rescaled argument, rsqrtf's 2 ulp.
 #include <string>
 
 #include "kvconf/kernels/black_box.hpp"
@@ -17,12 +21,22 @@ namespace kvconf::kernels {
 namespace {
 
 using torch_ops::Calling;
+using torch_ops::Device;
 using torch_ops::Sdpa;
 
 const char* suffix(Format f) { return f == Format::fp32 ? "f32" : f == Format::bf16 ? "bf16" : "f16"; }
-const char* sdpa_name(Sdpa b) { return b == Sdpa::flash ? "flash" : "math"; }
+const char* sdpa_name(Sdpa b) {
+  switch (b) {
+    case Sdpa::flash: return "flash";
+    case Sdpa::math: return "math";
+    case Sdpa::efficient: return "efficient";
+    case Sdpa::cudnn: return "cudnn";
+  }
+  return "?";
+}
 
-KernelInfo info_of(std::string name, Format f, std::string mirrors, std::string backend = "torch") {
+KernelInfo info_of(std::string name, Format f, std::string mirrors, std::string backend = "torch",
+                   Device dev = Device::cpu) {
   KernelInfo i;
   i.name = std::move(name);
   i.backend = std::move(backend);
@@ -32,56 +46,66 @@ KernelInfo info_of(std::string name, Format f, std::string mirrors, std::string 
   i.partial = Format::fp32;
   i.cache_invariant = false;  // a black box claims nothing about its decode and prefill paths: measured
   i.deterministic = true;
-  i.mirrors = std::move(mirrors) + " [" + torch_ops::description() + "]";
+  i.mirrors = std::move(mirrors) + " [" + torch_ops::description(dev) + "]";
   return i;
 }
 
 AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std::string mirrors,
-                            std::string backend = "torch") {
+                            std::string backend = "torch", Device dev = Device::cpu) {
   AttentionKernel k;
-  k.info = info_of(std::move(name), f, std::move(mirrors), std::move(backend));
+  k.info = info_of(std::move(name), f, std::move(mirrors), std::move(backend), dev);
   const KernelInfo info = k.info;
-  k.supports = [b, f, how](const AttentionCall& c) -> Reason {
-    if (auto why = torch_ops::unavailable()) return why;
+  k.supports = [b, f, how, dev](const AttentionCall& c) -> Reason {
+    if (auto why = torch_ops::unavailable(dev)) return why;
     if (c.params.softcap > 0.0) return std::string("at::scaled_dot_product_attention has no logit softcap");
     if (c.shape.n_kv_heads == 0 || c.shape.n_heads % c.shape.n_kv_heads != 0)
       return std::string("n_heads must be a multiple of n_kv_heads");
     std::string why;
-    if (!torch_ops::sdpa_choice(b, f, c, how, &why)) return why;
+    if (!torch_ops::sdpa_choice(dev, b, f, c, how, &why)) return why;
     return std::nullopt;
   };
-  k.pipeline = [b, f, how, info](const AttentionCall& c) {
-    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
+  k.pipeline = [b, f, how, info, dev](const AttentionCall& c) {
+    ref::AttentionPipeline p =
+        dev == Device::cuda ? black_box_attention_pipeline(info, c, kCudaFastExpRelError, kCudaFastExpAbsError)
+                            : black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
+    if (dev == Device::cuda) p.scale_rel_error = kCudaScaleLog2RelError;
     std::string why;
-    const auto took = torch_ops::sdpa_choice(b, f, c, how, &why);
+    const auto took = torch_ops::sdpa_choice(dev, b, f, c, how, &why);
     p.name = "sdpa:" + took.value_or("none") + " black-box";
     return p;
   };
-  k.run = [b, f, how](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                      std::span<const float> vc, std::span<float> out) {
-    torch_ops::sdpa(b, f, how, c, q, kc, vc, out);
+  k.run = [b, f, how, dev](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
+                           std::span<const float> vc, std::span<float> out) {
+    torch_ops::sdpa(dev, b, f, how, c, q, kc, vc, out);
   };
   return k;
 }
 
-GemmKernel linear_kernel(Format f) {
+std::string prefix(Device dev) { return dev == Device::cuda ? "torch.cuda." : "torch."; }
+
+GemmKernel linear_kernel(Format f, Device dev = Device::cpu) {
   GemmKernel k;
-  k.info = info_of(std::string("torch.gemm.linear.") + suffix(f), f, "at::linear (nn.Linear's projection)");
-  k.supports = [](const GemmShape&) -> Reason { return torch_ops::unavailable(); };
+  k.info = info_of(prefix(dev) + "gemm.linear." + suffix(f), f, "at::linear (nn.Linear's projection)", "torch", dev);
+  k.supports = [dev](const GemmShape&) -> Reason { return torch_ops::unavailable(dev); };
   k.path = [f](const GemmShape&) { return black_box_gemm_path(f, f); };
-  k.run = [f](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
-    torch_ops::linear(f, s, x, w, y);
+  k.run = [f, dev](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+    torch_ops::linear(dev, f, s, x, w, y);
   };
   return k;
 }
 
-NormKernel norm_kernel(Format f) {
+NormKernel norm_kernel(Format f, Device dev = Device::cpu) {
   NormKernel k;
-  k.info = info_of(std::string("torch.norm.hf_rms.") + suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops");
-  k.supports = [](const NormShape&) -> Reason { return torch_ops::unavailable(); };
-  k.path = [f](const NormShape&) { return black_box_norm_path(f); };
-  k.run = [f](const NormShape& s, const NormParams& p, std::span<const float> x, std::span<const float> w,
-              std::span<float> y) { torch_ops::hf_rms_norm(f, s, p, x, w, y); };
+  k.info = info_of(prefix(dev) + "norm.hf_rms." + suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops",
+                   "torch", dev);
+  k.supports = [dev](const NormShape&) -> Reason { return torch_ops::unavailable(dev); };
+  k.path = [f, dev](const NormShape&) {
+    NormPath p = black_box_norm_path(f);
+    if (dev == Device::cuda) p.rsqrt_rel_error = kCudaRsqrtRelError;
+    return p;
+  };
+  k.run = [f, dev](const NormShape& s, const NormParams& p, std::span<const float> x, std::span<const float> w,
+                   std::span<float> y) { torch_ops::hf_rms_norm(dev, f, s, p, x, w, y); };
   return k;
 }
 
@@ -127,6 +151,24 @@ void register_torch_kernels(Registry& r) {
 Registry torch_registry() {
   Registry r;
   register_torch_kernels(r);
+  return r;
+}
+
+std::optional<std::string> torch_cuda_unavailable() { return torch_ops::unavailable(Device::cuda); }
+
+void register_torch_cuda_kernels(Registry& r) {
+  for (Sdpa b : {Sdpa::flash, Sdpa::efficient, Sdpa::cudnn, Sdpa::math})
+    for (Format f : kFormats)
+      r.add(sdpa_kernel(std::string("torch.cuda.attn.sdpa_") + sdpa_name(b) + "." + suffix(f), b, f, Calling::correct,
+                        std::string("at::scaled_dot_product_attention on CUDA, ") + sdpa_name(b) + " backend forced",
+                        "torch", Device::cuda));
+  for (Format f : kFormats) r.add(linear_kernel(f, Device::cuda));
+  for (Format f : kFormats) r.add(norm_kernel(f, Device::cuda));
+}
+
+Registry torch_cuda_registry() {
+  Registry r;
+  register_torch_cuda_kernels(r);
   return r;
 }
 

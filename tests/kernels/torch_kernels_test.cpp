@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,30 @@ TEST(TorchRegistry, EveryKernelHasItsCTestBatch) {
   EXPECT_EQ(ids_of(a), KVCONF_TORCH_ATTN_IDS);
   EXPECT_EQ(ids_of(g), KVCONF_TORCH_GEMM_IDS);
   EXPECT_EQ(ids_of(n), KVCONF_TORCH_NORM_IDS);
+  const Registry c = torch_cuda_registry();
+  a.clear(), g.clear(), n.clear();
+  for (const auto& k : c.attention()) a.push_back(k.info.name);
+  for (const auto& k : c.gemm()) g.push_back(k.info.name);
+  for (const auto& k : c.norm()) n.push_back(k.info.name);
+  EXPECT_EQ(ids_of(a), KVCONF_TORCH_CUDA_ATTN_IDS);
+  EXPECT_EQ(ids_of(g), KVCONF_TORCH_CUDA_GEMM_IDS);
+  EXPECT_EQ(ids_of(n), KVCONF_TORCH_CUDA_NORM_IDS);
+}
+
+// Without a CUDA device, every torch.cuda kernel refuses every call with the reason (the TorchCuda suites skip).
+TEST(TorchCudaRegistry, WithoutADeviceEveryKernelSaysWhy) {
+  const auto why = torch_cuda_unavailable();
+  if (!why) GTEST_SKIP() << "a CUDA device is present: the TorchCuda/ suites (label gpu) run the kernels";
+  EXPECT_FALSE(why->empty());
+  const Registry c = torch_cuda_registry();
+  for (const auto& k : c.attention()) {
+    const auto r = k.supports(call(1, 8, true));
+    ASSERT_TRUE(r.has_value()) << k.info.name;
+    EXPECT_EQ(*r, *why) << k.info.name;
+  }
+  for (const auto& k : c.gemm()) EXPECT_EQ(k.supports(GemmShape{1, 8, 8}).value_or(""), *why) << k.info.name;
+  for (const auto& k : c.norm()) EXPECT_EQ(k.supports(NormShape{1, 8}).value_or(""), *why) << k.info.name;
+  std::printf("torch.cuda kernels here: %s\n", why->c_str());
 }
 
 // The backend a call takes is what was forced, for decode (q_len = 1, no mask) and prefill (causal over a longer

@@ -15,6 +15,19 @@ inline constexpr double kExpU20RelError = 20.0 * 0x1p-23;
 // n <= −126, i.e. for x < −125.5·ln 2 (not at ln(FLT_MIN)): it returns 0 where e^x < 2^-125.5. Absolute budget
 // 2^-125 (the test measures the largest flushed e^x).
 inline constexpr double kExpU20AbsError = 0x1p-125;
+// PyTorch's CUDA attention kernels (FlashAttention-2 vendored, mem-efficient, cuDNN), built with fast math, compute
+// p = exp2f(fl(s·scale) − m·scale·log2 e)-style arguments (notes/kernels.md §A1): the scale folded with log2 e costs
+// up to 3 more roundings of the scores (charged as a scale error, kCudaScaleLog2RelError = 4u + 4u²), the
+// subtraction one relative rounding of the argument, at most |x|·2^-24 absolute in log2 units for |x| <= 126 (beyond,
+// the result flushes), i.e. a relative error of the exp of ln 2·126·2^-24 < 88·2^-24, and ex2.approx its own 2 ulps
+// (CUDA Programming Guide's exp2f bound, taken as stated): kCudaFastExpRelError = 2^-22 + 88·2^-24, padded to
+// 64 ulps of 2^-23. Results below 2^-126 flush to zero (ftz): kCudaFastExpAbsError = 2^-125. Derived, not yet
+// measured on a GPU (docs/GPU.md).
+inline constexpr double kCudaScaleLog2RelError = 4.0 * 0x1p-24 + 4.0 * 0x1p-48;
+inline constexpr double kCudaFastExpRelError = 64.0 * 0x1p-23;
+inline constexpr double kCudaFastExpAbsError = 0x1p-125;
+// rsqrtf: 2 ulps (CUDA Programming Guide), relative 2·2^-23, padded by one more ulp for the mean's division.
+inline constexpr double kCudaRsqrtRelError = 3.0 * 0x1p-23;
 // fl32(1 / fl32(sqrt(x))): two roundings, (1 + u)/(1 − u) − 1 < 2u + 2u² with u = 2^-24 (padded).
 inline constexpr double kRsqrtTwoRoundingsRelError = 0x1p-23 + 0x1p-46;
 

@@ -25,6 +25,13 @@ void register_torch_kernels(Registry& r);
 // A registry holding exactly the torch kernels (what the Torch/ suites instantiate over).
 Registry torch_registry();
 
+// The same kernels on CUDA device 0 (torch.cuda.attn.sdpa_{flash,efficient,cudnn,math}.*, torch.cuda.gemm.linear.*,
+// torch.cuda.norm.hf_rms.*), through a CUDA libtorch: the TorchCuda/ suites, label gpu. Without a CUDA libtorch or a
+// device, torch_cuda_unavailable() says why and every kernel's supports() returns it.
+std::optional<std::string> torch_cuda_unavailable();
+void register_torch_cuda_kernels(Registry& r);
+Registry torch_cuda_registry();
+
 // What `kvconf run` and `kvconf kernels` sweep: the CPU emulations (cpu_registry) then the torch kernels. The golden
 // baselines keep to cpu_registry: the torch kernels' bits depend on the CPU libtorch dispatches to.
 Registry sweep_registry();
