@@ -19,6 +19,9 @@
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/mutants.hpp"
 #include "kvconf/kernels/registry.hpp"
+#if defined(KVCONF_SUITE_TORCH)
+#include "kvconf/kernels/torch.hpp"
+#endif
 #include "kvconf/reference/attention_pipeline.hpp"
 #include "kvconf/reference/bounds.hpp"
 #include "kvconf/reference/oracle.hpp"
@@ -263,12 +266,17 @@ std::string sanitize(std::string s) {
   return s;
 }
 
-// The CPU kernels of the default registry, and the correct mutant bases (a cache-invariant and a split-KV one).
+// The CPU kernels of the default registry, and the correct mutant bases (a cache-invariant and a split-KV one);
+// built with KVCONF_SUITE_TORCH (conformance_torch_propagation_test), the libtorch kernels (Torch/...).
 const kernels::Registry& kernel_registry() {
   static const kernels::Registry r = [] {
+#if defined(KVCONF_SUITE_TORCH)
+    return kernels::torch_registry();
+#else
     kernels::Registry reg = kernels::cpu_registry();
     kernels::register_mutant_kernels(reg);
     return reg;
+#endif
   }();
   return r;
 }
