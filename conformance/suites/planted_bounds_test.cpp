@@ -5,6 +5,10 @@
 // from a naive sequential reduction written here. If any threshold in conformance/ became 100× looser (or the rule
 // stopped comparing what it claims), the nudged kernel would pass and these tests fail. Each test also requires
 // the reported error/bound to stay below 2F, so the plant is "just past", not a gross fault any rule would catch.
+// The model rules of FlipsAreNearTies (perturbation_rounding_sized: max |z_on − z_off| <= 2S; flip_near_tie:
+// |Δa| + |Δb| <= 4S at the first flip) get the same: a small random model under fp16-invariant (cache-ON equals
+// cache-OFF bit for bit, so the plant is the whole difference), its decode logits moved through the engine's
+// test-only hook by F times the threshold, with S (cache-OFF against fp32) computed here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +20,9 @@
 
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/conformance/checks.hpp"
+#include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "../../tests/engine/random_model.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"
@@ -336,6 +343,90 @@ TEST(PlantedJustPastBound, AttentionCapacityBitwise) {
   const AttentionKernel k = nudged_attention(a7_f32(), true, [](const AttentionCall& x) { return x.cap() > x.shape.n_kv; },
                                              [](const AttentionCall& x) { return x; });
   expect_bitwise_caught(result(check_attention_capacity(k, c, seed_for("planted_attn_capacity", c.id())), "capacity_bitwise"));
+}
+
+
+// --- Model rules (FlipsAreNearTies) ---------------------------------------------------------------------------
+struct ModelPlant {
+  engine::Model m16, m32;
+  engine::ProfileKernels k16, k32;
+  std::vector<int> prompt;
+  std::vector<std::vector<float>> z_off;  // greedy cache-OFF logits per step (= cache-ON's: invariant profile)
+  std::vector<double> S;                  // S_t = max over s <= t of ||z_off,s − z_ref,s||∞
+};
+
+ModelPlant model_plant(engine::Arch a, std::uint64_t prompt_seed, std::size_t steps) {
+  ModelPlant p;
+  const engine::ModelConfig c = engine::testing::small_config(a);
+  p.m16 = engine::testing::random_model(c, Format::fp16, 41);
+  p.m32 = engine::convert(p.m16, Format::fp32);
+  p.k16 = engine::resolve(engine::find_profile("fp16-invariant"), reg());
+  p.k32 = engine::resolve(engine::find_profile("fp32"), reg());
+  p.prompt = engine::testing::random_tokens(12, c.vocab, prompt_seed);
+  engine::Context off(p.m16, p.k16), ref(p.m32, p.k32);
+  std::vector<int> seq = p.prompt;
+  double S = 0.0;
+  for (std::size_t s = 0; s < steps; ++s) {
+    std::vector<float> z = off.recompute(seq);
+    const std::vector<float> zr = ref.recompute(seq);
+    for (std::size_t i = 0; i < z.size(); ++i) S = std::max(S, std::fabs(static_cast<double>(z[i]) - zr[i]));
+    p.S.push_back(S);
+    seq.push_back(static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()));
+    p.z_off.push_back(std::move(z));
+  }
+  return p;
+}
+
+// perturbation_rounding_sized: every decode call's lowest logit lowered by F·2S (never a flip under greedy).
+TEST(PlantedJustPastBound, ModelPerturbationRoundingSized) {
+  constexpr std::size_t kSteps = 10;
+  const ModelPlant p = model_plant(engine::Arch::llama, 7, kSteps);
+  const double delta = kF * 2.0 * p.S.back();
+  engine::ContextOptions o;
+  o.decode_logits_plant = [delta](std::vector<float>& z) {
+    auto lo = std::min_element(z.begin(), z.end());
+    *lo = static_cast<float>(static_cast<double>(*lo) - delta);
+  };
+  engine::Context ctx(p.m16, p.k16, o), ref(p.m32, p.k32);
+  analysis::PairOptions po;
+  po.steps = kSteps;
+  const CheckResults rs = check_flips_are_near_ties(ctx, ref, p.prompt, po, 1);
+  expect_just_past(result(rs, "perturbation_rounding_sized"));
+  engine::Context clean(p.m16, p.k16);
+  EXPECT_TRUE(result(check_flips_are_near_ties(clean, ref, p.prompt, po, 1), "perturbation_rounding_sized").pass);
+}
+
+// flip_near_tie: at the first step t >= 1 whose top-2 margin is below F·4S_t, the runner-up raised by F·4S_t (a flip
+// with |Δa| + |Δb| = F·4S_t). Prompts are tried in a fixed order until one has such a step.
+TEST(PlantedJustPastBound, ModelFlipNearTie) {
+  constexpr std::size_t kSteps = 24;
+  for (std::uint64_t prompt_seed = 1; prompt_seed <= 12; ++prompt_seed) {
+    const ModelPlant p = model_plant(engine::Arch::mistral, prompt_seed, kSteps);
+    for (std::size_t t = 1; t < kSteps; ++t) {
+      std::vector<float> z = p.z_off[t];
+      const auto top1 = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+      const float best = z[top1];
+      z[top1] = -1e30f;
+      const auto top2 = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+      const double margin = static_cast<double>(best) - z[top2], delta = kF * 4.0 * p.S[t];
+      if (!(margin < delta) || margin == 0.0) continue;
+      engine::ContextOptions o;
+      std::size_t call = 0;
+      o.decode_logits_plant = [&call, t, top2, delta](std::vector<float>& zz) {
+        if (++call == t) zz[top2] = static_cast<float>(static_cast<double>(zz[top2]) + delta);
+      };
+      engine::Context ctx(p.m16, p.k16, o), ref(p.m32, p.k32);
+      analysis::PairOptions po;
+      po.steps = kSteps;
+      const CheckResults rs = check_flips_are_near_ties(ctx, ref, p.prompt, po, 1);
+      std::printf("planted flip at step %zu (prompt seed %llu): margin %.6g, S_t %.6g, nudge %.6g\n", t,
+                  static_cast<unsigned long long>(prompt_seed), margin, p.S[t], delta);
+      expect_just_past(result(rs, "flip_near_tie"));
+      EXPECT_TRUE(result(rs, "flip_consistency").pass) << describe(rs);
+      return;
+    }
+  }
+  FAIL() << "no step with a top-2 margin below 6·S in 12 prompts × 24 steps: the plant cannot be placed";
 }
 
 }  // namespace

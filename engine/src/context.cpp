@@ -110,7 +110,9 @@ std::vector<float> Context::prefill(std::span<const int> tokens, const ForwardOp
 std::vector<float> Context::decode(int token, const ForwardOptions& o) {
   if (cache_.n == 0) throw std::invalid_argument("kvconf::engine::Context::decode: nothing prefilled yet");
   const int t[1] = {token};
-  return forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault}, o, trace_);
+  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault}, o, trace_);
+  if (options_.decode_logits_plant) options_.decode_logits_plant(logits);
+  return logits;
 }
 
 std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -81,6 +82,9 @@ std::vector<Fault> all_faults();  // every fault except none
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept
   Fault fault = Fault::none;
+  // Planted for the threshold tests (conformance/suites/planted_bounds_test.cpp): called on every decode call's
+  // logits (vocab) before they are returned; kvconf never sets it.
+  std::function<void(std::vector<float>& logits)> decode_logits_plant;
 };
 
 class Context {
