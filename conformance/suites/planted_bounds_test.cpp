@@ -221,6 +221,48 @@ TEST(PlantedJustPastBound, NormOracleBound) {
   EXPECT_TRUE(all_pass(check_norm_matches_oracle(base, c, seed_for("planted_norm", c.id()))));
 }
 
+// The two-sided rule for RMSNorm: 2 × a naive HF fp32 pipeline's max error (sequential Σx², mean, 1/sqrt, x·r, then
+// the weight, written here) + one ulp at max|y|; the plant is F times that.
+TEST(PlantedJustPastBound, NormTwoSided) {
+  const NormKernel& base = *reg().find_norm("cpu.norm.r1.f32");
+  auto threshold = [](const kernels::NormShape& s, const kernels::NormParams& p, std::span<const float> x,
+                      std::span<const float> w) {
+    double naive_max = 0.0, y_max = 0.0;
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      float ss = 0.0f;
+      double exact_ss = 0.0;
+      for (std::size_t i = 0; i < s.d; ++i) {
+        const float v = x[r * s.d + i];
+        ss += v * v;
+        exact_ss += static_cast<double>(v) * v;
+      }
+      const float rr = 1.0f / std::sqrt(ss / static_cast<float>(s.d) + p.eps);
+      const double r_exact = 1.0 / std::sqrt(exact_ss / static_cast<double>(s.d) + static_cast<double>(p.eps));
+      for (std::size_t i = 0; i < s.d; ++i) {
+        const float v = x[r * s.d + i];
+        const float y = w[i] * (v * rr);
+        const double exact = static_cast<double>(w[i]) * v * r_exact;
+        naive_max = std::max(naive_max, std::fabs(y - exact));
+        y_max = std::max(y_max, std::fabs(exact));
+      }
+    }
+    int e = 0;
+    std::frexp(y_max, &e);
+    return 2.0 * naive_max + std::ldexp(1.0, e - 24);
+  };
+  NormKernel k = base;
+  k.info.name += ".planted";
+  k.run = [&base, threshold](const kernels::NormShape& s, const kernels::NormParams& p, std::span<const float> x,
+                             std::span<const float> w, std::span<float> y) {
+    base.run(s, p, x, w, y);
+    y[0] = moved(base.info.out, y[0], kF * threshold(s, p, x, w));
+  };
+  NormCase c;
+  c.shape = {2, 256};
+  c.params.eps = 1e-5f;
+  expect_just_past(result(check_norm_matches_oracle(k, c, seed_for("planted_norm_two_sided", c.id())), "two_sided"));
+}
+
 // --- Attention -----------------------------------------------------------------------------------
 // The bound of output element (row 0, head 0, col 0) of `call` under the pipeline `pipe`: the oracle for that row
 // (ref::attention) and ref::attention_pipeline_bound of its element statistics.
@@ -284,6 +326,73 @@ TEST(PlantedJustPastBound, AttentionOracleBound) {
   EXPECT_FALSE(r.pass) << r.detail;
   EXPECT_LT(r.error, 2.0 * kF * 1.25 * r.bound) << r.detail;
   EXPECT_TRUE(all_pass(check_attention_matches_oracle(base, c, seed_for("planted_attn_oracle", c.id()))));
+}
+
+// The two-sided rule for attention (fp32 kernel): 2 × a naive eager fp32 pipeline's max error (sequential FMA
+// scores, × scale, softmax with exp in double rounded to float, weights normalised, sequential FMA P·V: written here)
+// + one ulp at max|o|; the plant is F times that.
+double naive_attention_threshold(const AttentionCall& c, std::span<const float> q, std::span<const float> k,
+                                 std::span<const float> v) {
+  const auto& s = c.shape;
+  const std::size_t G = s.n_heads / s.n_kv_heads;
+  double naive_max = 0.0, o_max = 0.0;
+  for (std::size_t i = 0; i < s.n_q; ++i)
+    for (std::size_t h = 0; h < s.n_heads; ++h) {
+      const std::int64_t pos = c.params.q_offset + static_cast<std::int64_t>(i);
+      const std::size_t g = h / G, n = std::min<std::size_t>(s.n_kv, static_cast<std::size_t>(pos) + 1);
+      std::vector<float> sc(n);
+      std::vector<double> sd(n);
+      for (std::size_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        double ex = 0.0;
+        for (std::size_t t = 0; t < s.d; ++t) {
+          const float a = q[(i * s.n_heads + h) * s.d + t], b = k[(j * s.n_kv_heads + g) * s.d + t];
+          acc = std::fma(a, b, acc);
+          ex += static_cast<double>(a) * b;
+        }
+        sc[j] = acc * static_cast<float>(c.params.scale);
+        sd[j] = ex * c.params.scale;
+      }
+      const float m = *std::max_element(sc.begin(), sc.end());
+      const double md = *std::max_element(sd.begin(), sd.end());
+      std::vector<float> e(n);
+      std::vector<double> ed(n);
+      float l = 0.0f;
+      double ld = 0.0;
+      for (std::size_t j = 0; j < n; ++j) {
+        e[j] = static_cast<float>(std::exp(static_cast<double>(sc[j] - m)));
+        ed[j] = std::exp(sd[j] - md);
+        l += e[j];
+        ld += ed[j];
+      }
+      for (std::size_t col = 0; col < s.d_v; ++col) {
+        float acc = 0.0f;
+        double ex = 0.0;
+        for (std::size_t j = 0; j < n; ++j) {
+          const float vv = v[(j * s.n_kv_heads + g) * s.d_v + col];
+          acc = std::fma(e[j] / l, vv, acc);
+          ex += ed[j] / ld * vv;
+        }
+        naive_max = std::max(naive_max, std::fabs(acc - ex));
+        o_max = std::max(o_max, std::fabs(ex));
+      }
+    }
+  int ee = 0;
+  std::frexp(o_max, &ee);
+  return 2.0 * naive_max + std::ldexp(1.0, ee - 24);
+}
+
+TEST(PlantedJustPastBound, AttentionTwoSided) {
+  const AttentionKernel& base = a7_f32();
+  AttentionKernel k = base;
+  k.info.name += ".planted";
+  k.run = [&base](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
+                  std::span<const float> vc, std::span<float> o) {
+    base.run(c, q, kc, vc, o);
+    o[0] = moved(base.info.out, o[0], kF * naive_attention_threshold(c, q, kc, vc));
+  };
+  const AttentionCase c = small_case(true);
+  expect_just_past(result(check_attention_matches_oracle(k, c, seed_for("planted_attn_two_sided", c.id())), "two_sided"));
 }
 
 TEST(PlantedJustPastBound, AttentionOnOffBound) {
