@@ -7,11 +7,12 @@
 #include <cstdlib>
 #include <map>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/kernels/gpu.hpp"
 #include "kvconf/kernels/registry.hpp"
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

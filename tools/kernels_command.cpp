@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/engine/atomic_file.hpp"
@@ -18,7 +18,8 @@
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
-#include "result_store.hpp"
+#include "kvconf/protocol/result_store.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

@@ -8,10 +8,11 @@
 #include <exception>
 #include <map>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 namespace {

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

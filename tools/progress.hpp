@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

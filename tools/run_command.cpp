@@ -12,16 +12,17 @@
 #include <sstream>
 #include <thread>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
-#include "result_store.hpp"
+#include "kvconf/protocol/result_store.hpp"
 #include "run_plan.hpp"
 #include "selfcheck.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

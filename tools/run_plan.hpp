@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "kvconf/conformance/sweep.hpp"
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
+#include "protocol_names.hpp"
 
 namespace kvconf::tools {
 

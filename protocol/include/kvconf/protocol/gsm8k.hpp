@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct Gsm8kProblem {
   std::size_t index = 0;  // 0-based line of test.jsonl
@@ -58,4 +58,4 @@ std::string strip_calculator(std::string_view answer);
 std::string gsm8k_prompt(const std::vector<Gsm8kProblem>& all, const std::vector<std::size_t>& exemplars,
                          const Gsm8kProblem& p);
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

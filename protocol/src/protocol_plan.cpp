@@ -1,7 +1,7 @@
 // The protocol's work plan and per-pair seeds (protocol_plan.hpp).
-#include "protocol_plan.hpp"
+#include "kvconf/protocol/protocol_plan.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 std::vector<WorkItem> plan_work(const std::vector<std::string>& profiles, const std::vector<std::string>& strategies,
                                 const std::vector<std::uint64_t>& seeds, std::size_t n_prompts, const Shard& shard) {
@@ -28,4 +28,4 @@ std::uint64_t pair_sampler_seed(std::uint64_t sample_seed, const std::string& pr
   return z ^ (z >> 31);
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <set>
 
-#include "bad_input.hpp"
-#include "result_store.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/result_store.hpp"
 #include "temp_dir.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace {
 
 std::string key_of(const nlohmann::json& j) { return j.at("k").get<std::string>(); }
@@ -116,4 +116,4 @@ TEST(Shard, ParsesAndPartitions) {
 }
 
 }  // namespace
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

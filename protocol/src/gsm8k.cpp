@@ -1,5 +1,5 @@
 // GSM8K reading, answer extraction, seeded sampling and the few-shot prompt (gsm8k.hpp, docs/PROTOCOL.md).
-#include "gsm8k.hpp"
+#include "kvconf/protocol/gsm8k.hpp"
 
 #include <cctype>
 #include <fstream>
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace {
 
 bool digit(char c) { return c >= '0' && c <= '9'; }
@@ -196,4 +196,4 @@ std::string gsm8k_prompt(const std::vector<Gsm8kProblem>& all, const std::vector
   return s;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -1,6 +1,6 @@
 // run_protocol (protocol.hpp): checks every option and input, writes/compares OUT/manifest.json, then runs the planned
 // pairs of this shard that OUT/pairs.jsonl does not already hold, appending each record as it finishes.
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
 
 #include <chrono>
 #include <fstream>
@@ -12,8 +12,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "bad_input.hpp"
-#include "gsm8k.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/gsm8k.hpp"
 #include "kvconf/analysis/paired.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/atomic_file.hpp"
@@ -24,10 +24,10 @@
 #include "kvconf/engine/sampling.hpp"
 #include "kvconf/engine/tokenizer.hpp"
 #include "kvconf/kernels/registry.hpp"
-#include "protocol_inputs.hpp"
-#include "protocol_plan.hpp"
+#include "kvconf/protocol/protocol_inputs.hpp"
+#include "kvconf/protocol/protocol_plan.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace fs = std::filesystem;
 using nlohmann::json;
 namespace {
@@ -348,4 +348,4 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   return res;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kvconf/conformance/records.hpp"
-#include "result_store.hpp"
+#include "kvconf/protocol/result_store.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct ProtocolOptions {
   std::string model;                       // "fixture:NAME" (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K) or a
@@ -59,4 +59,4 @@ struct ProtocolResult {
 // Throws BadInput (exit 2) for bad options or input files, before any pair runs; other exceptions are failures.
 ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress = {});
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

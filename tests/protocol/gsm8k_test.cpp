@@ -1,6 +1,6 @@
-// GSM8K pieces of the protocol (tools/gsm8k.hpp): reading test.jsonl and its bad lines, gold and last-number extraction
+// GSM8K pieces of the protocol (kvconf/protocol/gsm8k.hpp): reading test.jsonl and its bad lines, gold and last-number extraction
 // on worked strings, the seeded sample without replacement, the exemplars and the few-shot prompt.
-#include "gsm8k.hpp"
+#include "kvconf/protocol/gsm8k.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <fstream>
 #include <set>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "temp_dir.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace {
 
 std::filesystem::path write(const std::string& body) {
@@ -165,4 +165,4 @@ TEST(Gsm8k, FewShotPromptFormat) {
 }
 
 }  // namespace
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -1,5 +1,5 @@
 // JsonlStore: append + fsync per record, resume by key, torn-line tolerance; parse_shard (result_store.hpp).
-#include "result_store.hpp"
+#include "kvconf/protocol/result_store.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "bad_input.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 namespace {
 
@@ -141,4 +141,4 @@ Shard parse_shard(const std::string& text) {
   return s;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

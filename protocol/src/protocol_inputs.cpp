@@ -1,16 +1,16 @@
 // Resolving the protocol's model, tokenizer and prompts (protocol_inputs.hpp), all checked before any pair runs.
-#include "protocol_inputs.hpp"
+#include "kvconf/protocol/protocol_inputs.hpp"
 
 #include <cstdio>
 #include <exception>
 #include <map>
 
-#include "bad_input.hpp"
-#include "gsm8k.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/gsm8k.hpp"
 #include "kvconf/analysis/prompts.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace fs = std::filesystem;
 namespace {
 
@@ -157,4 +157,4 @@ PromptSet resolve_prompts(const ProtocolOptions& o, const ModelSource& m, std::s
   return s;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct ModelSource {
   std::string name;              // as the user gave it ("fixture:llama2-tiny" or the path)
@@ -43,4 +43,4 @@ PromptSet resolve_prompts(const ProtocolOptions& o, const ModelSource& m, std::s
                           std::size_t max_positions, std::size_t tokenizer_vocab,
                           const std::function<std::vector<int>(const std::string&)>& encode);
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

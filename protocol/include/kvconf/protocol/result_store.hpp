@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 class JsonlStore {
  public:
@@ -53,4 +53,4 @@ struct Shard {
 };
 Shard parse_shard(const std::string& text);  // "I/N", 0 <= I < N; BadInput otherwise (names the text and the form)
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

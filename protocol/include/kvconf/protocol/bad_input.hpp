@@ -5,10 +5,10 @@
 #include <stdexcept>
 #include <string>
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

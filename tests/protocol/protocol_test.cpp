@@ -1,7 +1,7 @@
-// The protocol (tools/protocol.hpp) on the llama2-tiny fixture with tiny settings: the plan and its shards, records
+// The protocol (kvconf/protocol/protocol.hpp) on the llama2-tiny fixture with tiny settings: the plan and its shards, records
 // and rules per pair, resume after an interruption (and a torn last line) equal to an uninterrupted run without
 // redoing finished pairs, the manifest check on --resume, and bad input before any pair runs.
-#include "protocol.hpp"
+#include "kvconf/protocol/protocol.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,12 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "bad_input.hpp"
-#include "progress.hpp"
-#include "protocol_plan.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/protocol_plan.hpp"
 #include "temp_dir.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,17 +90,6 @@ TEST(ProtocolPlan, PairSeedDependsOnSeedAndPrompt) {
   EXPECT_EQ(pair_sampler_seed(3, "gsm8k:0001"), pair_sampler_seed(3, "gsm8k:0001"));
   EXPECT_NE(pair_sampler_seed(3, "gsm8k:0001"), pair_sampler_seed(4, "gsm8k:0001"));
   EXPECT_NE(pair_sampler_seed(3, "gsm8k:0001"), pair_sampler_seed(3, "gsm8k:0002"));
-}
-
-TEST(Progress, FormatsCountsRateAndEta) {
-  Progress p;
-  p.done = 12;
-  p.total = 40;
-  p.resumed = 2;
-  p.elapsed_s = 20.0;  // 10 new pairs in 20 s: 0.5 pairs/s, 28 left: 56 s
-  EXPECT_EQ(format_progress(p, 10), "[###.......] 12/40 pairs (2 resumed)  0.5 pairs/s  ETA 0:00:56");
-  p.done = p.resumed;
-  EXPECT_EQ(format_progress(p, 0), "2/40 pairs (2 resumed)  -- pairs/s  ETA --");
 }
 
 TEST(Protocol, RunsPairsWithRecordsAndRules) {
@@ -317,4 +305,4 @@ TEST(Protocol, Gsm8kPromptsNeedAMatchingTokenizer) {
 }
 
 }  // namespace
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

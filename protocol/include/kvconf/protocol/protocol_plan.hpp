@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "result_store.hpp"
+#include "kvconf/protocol/result_store.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct WorkItem {
   std::size_t index = 0;   // position in the whole (unsharded) plan
@@ -28,4 +28,4 @@ std::vector<WorkItem> plan_work(const std::vector<std::string>& profiles, const 
 // strategy of a (seed, prompt) sees the same draws.
 std::uint64_t pair_sampler_seed(std::uint64_t sample_seed, const std::string& prompt_id);
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol
