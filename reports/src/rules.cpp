@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/reports/report.hpp"
 
 namespace kvconf::reports {
@@ -14,8 +15,7 @@ namespace {
 
 using conformance::RunPairRecord;
 
-// The paper's "> 8 orders of magnitude" (DESIGN.md paper-derived thresholds; conformance/suites/model_fp32_test.cpp).
-constexpr double kFp32KlRatio = 1e-8;
+using conformance::kFp32KlRatio;  // the paper's "> 8 orders of magnitude" (conformance/model_cases.hpp)
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 

@@ -72,6 +72,11 @@ CheckResults check_flips_are_near_ties(engine::Context& ctx, engine::Context& re
                                        const analysis::PairOptions& o, std::uint64_t seed,
                                        analysis::PairedRun* run_out = nullptr);
 
+// Fp32Conformance's KL rule (seed paper §6.3, "more than 8 orders of magnitude" lower KL under fp32): mean
+// KL(fp32 cache-ON‖cache-OFF) <= kFp32KlRatio × mean KL(fp16) over the prompts where fp16 diverges. Defined here
+// once for the suite (conformance/suites/model_fp32_test.cpp) and the reports' rule (reports/src/rules.cpp).
+inline constexpr double kFp32KlRatio = 1e-8;
+
 // InvariantConformance: every step's logits bitwise equal between the paths (free-running), and chunked prefill
 // (chunks 1, 4, 16) equal to one shot.
 CheckResults check_invariant_model(engine::Context& ctx, const std::vector<int>& prompt, const analysis::PairOptions& o,
