@@ -3,6 +3,14 @@
 # `slow` label, so the default run (`ctest -LE slow`) skips the heavy sweeps.
 include(GoogleTest)
 
+# The GoogleTest executable of a test target: sources, libraries, gtest_main, the shared-data path, tests/support.
+function(_kvconf_test_executable name sources libs)
+  add_executable(${name} ${sources})
+  target_link_libraries(${name} PRIVATE ${libs} GTest::gtest GTest::gtest_main kvconf::flags)
+  target_compile_definitions(${name} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+endfunction()
+
 # kvconf_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS unit ... [TIMEOUT s])
 function(kvconf_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
@@ -12,10 +20,7 @@ function(kvconf_add_test)
   # gtest_discover_tests flattens PROPERTIES lists twice (GoogleTest.cmake, GoogleTestAddTests.cmake in
   # CMake 3.25): escape the list separators so LABELS stays a list in the generated set_tests_properties.
   string(REPLACE ";" "\\\\\\\\\\\\\\;" _labels "${T_LABELS}")
-  add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main kvconf::flags)
-  target_compile_definitions(${T_NAME} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
-  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  _kvconf_test_executable(${T_NAME} "${T_SOURCES}" "${T_LIBS}")
   gtest_discover_tests(${T_NAME}
     TEST_FILTER "*-*Slow*"
     TEST_LIST ${T_NAME}_FAST
@@ -44,10 +49,7 @@ function(kvconf_add_batched_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main kvconf::flags)
-  target_compile_definitions(${T_NAME} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
-  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  _kvconf_test_executable(${T_NAME} "${T_SOURCES}" "${T_LIBS}")
   set(_xml ${PROJECT_BINARY_DIR}/gtest-xml)
   set(_props SKIP_REGULAR_EXPRESSION "\\[  PASSED  \\] 0 tests\\.[\r\n]+\\[  SKIPPED \\]"
              FAIL_REGULAR_EXPRESSION "\\[==========\\] 0 tests from 0 test suites ran")

@@ -8,16 +8,13 @@
 
 #include "checks_common.hpp"
 #include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/sampling.hpp"
 
 namespace kvconf::conformance {
 namespace {
 
-int argmax(const std::vector<float>& v) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < v.size(); ++i)
-    if (v[i] > v[best]) best = i;
-  return static_cast<int>(best);
-}
+// The engine's greedy choice (engine::sample under the default Sampler: arg-max, lowest index on ties).
+int greedy(const std::vector<float>& logits) { return engine::sample(engine::Sampler{}, logits, 0.0); }
 
 // Elements of rows [0, rows) of every layer's K and V whose bits differ between a and b (first one in `where`).
 std::size_t differing_rows(const engine::KvCache& a, const engine::KvCache& b, std::size_t rows, std::string& where) {
@@ -62,7 +59,7 @@ CheckResults check_cache_growth(const engine::Model& m, const engine::ProfileKer
     }
     if (step == total) break;
     const std::size_t pos = head + step;
-    const int next = pos < prompt.size() ? prompt[pos] : argmax(lf);
+    const int next = pos < prompt.size() ? prompt[pos] : greedy(lf);
     lg = growing.decode(next);
     lf = fixed.decode(next);
     if (growing.cache().capacity != capacity) ++growths;
@@ -91,7 +88,7 @@ CheckResults check_cache_store(engine::Context& ctx, const std::vector<int>& pro
   std::size_t altered = 0;
   std::string first;
   for (std::size_t s = 0; s < steps; ++s) {
-    seq.push_back(argmax(logits));
+    seq.push_back(greedy(logits));
     logits = ctx.decode(seq.back(), o);
     // The row this step wrote, in every layer, against the K (after RoPE) and V the forward computed for it.
     const engine::KvCache& cache = ctx.cache();

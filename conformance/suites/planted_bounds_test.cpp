@@ -22,6 +22,7 @@
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/profile.hpp"
+#include "kvconf/engine/sampling.hpp"
 #include "../../tests/engine/random_model.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/numerics/rounding.hpp"
@@ -264,10 +265,11 @@ TEST(PlantedJustPastBound, NormTwoSided) {
 }
 
 // --- Attention -----------------------------------------------------------------------------------
-// The bound of output element (row 0, head 0, col 0) of `call` under the pipeline `pipe`: the oracle for that row
-// (ref::attention) and ref::attention_pipeline_bound of its element statistics.
-double attention_bound0(const AttentionKernel& base, const AttentionCall& call, const ref::AttentionPipeline& pipe,
-                        std::span<const float> q, std::span<const float> k, std::span<const float> v) {
+// The statistics of output element (row 0, head 0, col 0) of `call`: the oracle for that row (ref::attention); the
+// element's bound under a pipeline is ref::attention_pipeline_bound of them.
+ref::AttentionElementStats attention_stats0(const AttentionKernel& base, const AttentionCall& call,
+                                            std::span<const float> q, std::span<const float> k,
+                                            std::span<const float> v) {
   const auto& s = call.shape;
   ref::AttentionShape sh = s;
   sh.n_q = 1;
@@ -277,7 +279,7 @@ double attention_bound0(const AttentionKernel& base, const AttentionCall& call, 
   ref::OracleOptions opt;
   opt.out = base.info.out;
   const ref::AttentionResult r = ref::attention(qd, kd, vd, sh, call.params, base.info.in, opt);
-  return ref::attention_pipeline_bound(pipe, call.params, ref::element_stats(r, vd, sh, call.params, 0, 0, 0));
+  return ref::element_stats(r, vd, sh, call.params, 0, 0, 0);
 }
 
 // base with element 0 of the calls `when` selects moved: by F × (its bound + the bound of the same row under
@@ -295,8 +297,9 @@ AttentionKernel nudged_attention(const AttentionKernel& base, bool bitwise, std:
       o[0] = next_ulp(base.info.out, o[0]);
       return;
     }
-    const double b = attention_bound0(base, c, base.pipeline(c), q, kc, vc) +
-                     attention_bound0(base, c, base.pipeline(partner(c)), q, kc, vc);
+    const ref::AttentionElementStats st = attention_stats0(base, c, q, kc, vc);
+    const double b = ref::attention_pipeline_bound(base.pipeline(c), c.params, st) +
+                     ref::attention_pipeline_bound(base.pipeline(partner(c)), c.params, st);
     o[0] = moved(base.info.out, o[0], kF * b);
   };
   return k;
@@ -480,7 +483,7 @@ ModelPlant model_plant(engine::Arch a, std::uint64_t prompt_seed, std::size_t st
     const std::vector<float> zr = ref.recompute(seq);
     for (std::size_t i = 0; i < z.size(); ++i) S = std::max(S, std::fabs(static_cast<double>(z[i]) - zr[i]));
     p.S.push_back(S);
-    seq.push_back(static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()));
+    seq.push_back(engine::sample(engine::Sampler{}, z, 0.0));  // greedy, as run_free picks
     p.z_off.push_back(std::move(z));
   }
   return p;
