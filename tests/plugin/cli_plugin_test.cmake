@@ -11,15 +11,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/../tools/cli_support.cmake)
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 
-# Runs kvconf ARGS... expecting exit `want`; sets last_out.
-function(kv want)
-  execute_process(COMMAND "${KVCONF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL want)
-    message(FATAL_ERROR "kvconf ${ARGN}: exit ${rc}, expected ${want}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(last_out "${out}" PARENT_SCOPE)
-endfunction()
-
 kvconf_expect_bad("missing plugin file" "^kvconf kernels: plugin /nonexistent/libnope\\.so: no such file$"
                   kernels --quick --plugin /nonexistent/libnope.so --out "${OUT}/bad")
 kvconf_expect_bad("wrong ABI version" "plugin .*test_bad_abi\\.so: abi version 2, expected 1"

@@ -10,15 +10,7 @@ endforeach()
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 
-# Runs kvconf ARGS..., expects exit status `want`; sets last_out / last_err.
-function(kv want)
-  execute_process(COMMAND "${KVCONF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL want)
-    message(FATAL_ERROR "kvconf ${ARGN}: exit ${rc}, expected ${want}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(last_out "${out}" PARENT_SCOPE)
-  set(last_err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
 
 # Bad input: exit 2 and exactly one stderr line containing `needle`.
 function(bad needle)

@@ -1,4 +1,15 @@
-# Shared by the CLI end-to-end scripts: the bad-input contract (exit 2, exactly one stderr line naming the problem).
+# Shared by the CLI end-to-end scripts: running kvconf with an expected exit status, and the bad-input contract (exit
+# 2, exactly one stderr line naming the problem).
+
+# kv(WANT ARGS...): runs `${KVCONF} ARGS...`, expects exit status WANT; sets last_out / last_err in the caller.
+function(kv want)
+  execute_process(COMMAND "${KVCONF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "kvconf ${ARGN}: exit ${rc}, expected ${want}\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
+endfunction()
 
 # kvconf_expect_bad(WHAT PATTERN ARGS...): runs `${KVCONF} ARGS...`, expects exit 2 and exactly one non-empty stderr
 # line matching PATTERN (a regex, case-insensitive by lowering).
