@@ -141,7 +141,9 @@ CheckResult result_of(const detail::Comparison& cmp, const std::string& base, st
 }
 
 // Decode (n_q = 1 over the cache) vs the last row of the prefill. A decode case (n_q = 1) is compared against a
-// prefill of min(n_kv, 16) rows ending at the same position.
+// prefill of min(n_kv, 16) rows ending at the same position or, for a kernel that cannot take that call (SDPA's
+// CUDA flash backend takes no mask, so no bottom-right causal prefill shorter than the keys), against the full
+// recompute of all n_kv rows: the cache-OFF path an engine then runs.
 struct OnOff {
   AttentionCall off_call, dec_call;
   Problem p;
@@ -155,6 +157,10 @@ kernels::Reason run_on_off(const AttentionKernel& kern, const AttentionCase& c, 
   if (s.n_q == 1 && s.n_kv > 1) {
     r.off_call.shape.n_q = std::min<std::size_t>(s.n_kv, 16);
     r.off_call.params.q_offset = static_cast<std::int64_t>(s.n_kv - r.off_call.shape.n_q);
+  }
+  if (s.n_q == 1 && s.n_kv > 1 && kern.supports(r.off_call) && !kern.supports(c.call)) {
+    r.off_call.shape.n_q = s.n_kv;
+    r.off_call.params.q_offset = 0;
   }
   const std::size_t nq = r.off_call.shape.n_q;
   r.dec_call = sub_call(r.off_call, nq - 1, nq);

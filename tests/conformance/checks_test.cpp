@@ -232,6 +232,25 @@ TEST(ConformanceChecks, BrokenInvarianceClaimsFailBitwiseRules) {
   EXPECT_NE(r[0].detail.find("capacity="), std::string::npos) << r[0].detail;
 }
 
+// A kernel that takes no masked prefill shorter than its keys (SDPA's CUDA flash backend, seen on the first H100 run)
+// has its decode compared with the full recompute instead of failing as unsupported; one that takes neither fails.
+TEST(ConformanceChecks, DecodeOnOffFallsBackToTheFullRecompute) {
+  auto k = test::tiny_attention(AttnBug::none);
+  k.supports = [](const kernels::AttentionCall& c) -> kernels::Reason {
+    if (c.shape.n_q > 1 && c.shape.n_q < c.shape.n_kv) return "no mask";
+    return std::nullopt;
+  };
+  auto r = check_attention_cache_on_off(k, attn_case(1, 33), kSeed);
+  EXPECT_TRUE(rule(r, "on_off_bitwise").pass) << describe(r);
+  k.supports = [](const kernels::AttentionCall& c) -> kernels::Reason {
+    if (c.shape.n_q > 1) return "decode only";
+    return std::nullopt;
+  };
+  r = check_attention_cache_on_off(k, attn_case(1, 33), kSeed);
+  EXPECT_FALSE(rule(r, "on_off_bitwise").pass) << describe(r);
+  EXPECT_NE(r[0].detail.find("decode only"), std::string::npos) << r[0].detail;
+}
+
 TEST(ConformanceChecks, AttentionMeasure) {
   const auto m = measure_attention_on_off(test::tiny_attention(AttnBug::decode_fp16_pv), attn_case(6, 300), kSeed);
   EXPECT_EQ(m.elements, 4u * 16u);

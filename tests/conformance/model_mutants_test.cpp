@@ -78,8 +78,9 @@ TEST_P(ModelMutants, CorrectEnginePassesEveryFaultIsCaught) {
     // to InvariantConformance and to the kernel suites' softcap cases).
     // The toward-zero cache store moves K/V by at most one ulp: below what flips a token here (caught by
     // CacheStoreConformance.Unbiased and InvariantConformance).
-    if (f != Fault::softcap_missing_decode && f != Fault::cache_store_toward_zero)
+    if (f != Fault::softcap_missing_decode && f != Fault::cache_store_toward_zero) {
       EXPECT_TRUE(k.flips) << engine::fault_name(f) << " on " << engine::arch_name(a) << ": FlipsAreNearTies missed it";
+    }
   }
 }
 

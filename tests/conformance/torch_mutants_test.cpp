@@ -85,8 +85,8 @@ TEST_P(TorchMutantCaught, ByARuleItNames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchMutantCaught, ::testing::ValuesIn(kernels::torch_mutant_catalogue()),
-                         [](const auto& info) {
-                           std::string s = info.param.name;
+                         [](const auto& test_info) {
+                           std::string s = test_info.param.name;
                            for (char& ch : s)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;

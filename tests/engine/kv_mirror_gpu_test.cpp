@@ -79,12 +79,14 @@ TEST_P(KvMirrorGpu, PatchCacheAndResetReachTheDevice) {
   EXPECT_EQ(patched.decode(7), donor.decode(7)) << "patched rows did not reach the device";
   // Patching one layer's middle rows only.
   Context partial(model, k), reference(model, k);
-  partial.prefill(one);
-  reference.prefill(one);
-  reference.patch_cache(donor.cache(), 0, 3, 8);
-  partial.decode(5);  // advance the mirror past the rows to patch
-  reference.decode(5);
-  partial.patch_cache(donor.cache(), 0, 3, 8);
+  // Both take the same steps (patching before or after decode(5) gives different caches: row 12 of layers >= 1
+  // depends on layer 0's rows 3..7); only the reference drops its mirror before the checked step. The first GPU run
+  // (H100, 2026-11-25) caught the earlier version of this test patching the reference before its decode(5).
+  for (Context* c : {&partial, &reference}) {
+    c->prefill(one);
+    c->decode(5);  // advance the mirror past the rows to patch
+    c->patch_cache(donor.cache(), 0, 3, 8);
+  }
   forget_all(reference);  // reference: every row uploaded afresh
   EXPECT_EQ(partial.decode(9), reference.decode(9));
   // reset, then a different prompt of the same length into a buffer of the same capacity.
@@ -106,8 +108,8 @@ TEST_P(KvMirrorGpu, WeightsPinnedOncePerContext) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, KvMirrorGpu, ::testing::Values("cuda-fp16", "cuda-fp32", "cuda-fp16-invariant"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& test_info) {
+                           std::string s = test_info.param;
                            for (char& c : s)
                              if (c == '-') c = '_';
                            return s;

@@ -84,7 +84,7 @@ struct ContextOptions {
   Fault fault = Fault::none;
   // Planted for the threshold tests (conformance/suites/planted_bounds_test.cpp): called on every decode call's
   // logits (vocab) before they are returned; kvconf never sets it.
-  std::function<void(std::vector<float>& logits)> decode_logits_plant;
+  std::function<void(std::vector<float>& logits)> decode_logits_plant = {};
 };
 
 class Context {
