@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "check_command.hpp"
 #include "generate_command.hpp"
 #include "model_command.hpp"
 #include "golden_command.hpp"
@@ -49,12 +50,18 @@ int main(int argc, char** argv) {
 
   kvconf::tools::ModelCliOptions model_opts;
   auto* model = kvconf::tools::add_model_command(app, model_opts);
+  kvconf::tools::CheckCliOptions check_opts;
+  auto* check = kvconf::tools::add_check_command(app, check_opts);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0 && gen->parsed()) {  // one line, as for every other bad input of generate
       std::fprintf(stderr, "kvconf generate: %s\n", e.what());
+      return 2;
+    }
+    if (e.get_exit_code() != 0 && check->parsed()) {
+      std::fprintf(stderr, "kvconf check: %s\n", e.what());
       return 2;
     }
     if (e.get_exit_code() != 0 && model->parsed()) {
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
     return kvconf::tools::generate_command(gen_opts);
   }
   if (model->parsed()) return kvconf::tools::model_command(model_opts);
+  if (check->parsed()) return kvconf::tools::check_command(check_opts);
   std::fputs(app.help().c_str(), stdout);
   return 0;
 }

@@ -26,6 +26,7 @@
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol_inputs.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
+#include "regime_record.hpp"
 
 namespace kvconf::protocol {
 namespace fs = std::filesystem;
@@ -140,21 +141,6 @@ void write_manifest(const ProtocolOptions& o, const json& options) {
   } catch (const std::exception& e) {
     throw BadInput("--out " + o.out.string() + ": cannot write manifest.json (" + e.what() + ")");
   }
-}
-
-conformance::RegimeRecord regime(const analysis::PairedRun& r) {
-  conformance::RegimeRecord g;
-  g.tokens_on = r.tokens_on;
-  g.tokens_off = r.tokens_off;
-  g.flip = r.flip;
-  for (const analysis::StepMetrics& s : r.steps) {
-    g.kl.push_back(s.kl);
-    g.js.push_back(s.js);
-    g.margin_on.push_back(s.top_on.margin);
-    g.margin_off.push_back(s.top_off.margin);
-    g.max_abs_logit_diff.push_back(s.max_abs_logit_diff);
-  }
-  return g;
 }
 
 // The models the run needs: one per storage format (shared by the profiles with that storage), plus their fp32
@@ -288,7 +274,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
       free = analysis::run_free(c, c, p.ids, po);
     else
       rec.rules = conformance::check_flips_are_near_ties(c, *ref.at(w.profile), p.ids, po, po.sampler.seed, &free);
-    rec.free = regime(free);
+    rec.free = regime_record(free);
     free.logits_on.clear();
     free.logits_off.clear();
     if (!free.flip && o.reuse_free_as_teacher) {
@@ -297,7 +283,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     } else {
       teacher = analysis::run_teacher_forced(c, c, p.ids, rec.free.tokens_on, po);
     }
-    rec.teacher = regime(teacher);
+    rec.teacher = regime_record(teacher);
     if (o.layer_drift && !teacher.steps.empty()) {
       const std::size_t L = teacher.steps.front().layer_drift.size();
       rec.layer_drift_l2.assign(L, 0.0);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,14 @@ CheckResults check_prefill_bitwise(engine::Context& ctx, const std::vector<int>&
 CheckResults check_flips_are_near_ties(engine::Context& ctx, engine::Context& ref, const std::vector<int>& prompt,
                                        const analysis::PairOptions& o, std::uint64_t seed,
                                        analysis::PairedRun* run_out = nullptr);
+
+// The rules of check_flips_are_near_ties on a free-running run already made (`run` kept its logits; `prompt` is its
+// prompt), e.g. one read from two engine traces (kvconf check). `z_ref` evaluates the fp32 reference (cache OFF) on a
+// token sequence; without it (a trace checked without its checkpoint) S is unknown, so only no_flip /
+// flip_consistency are evaluated. With it, flip_near_tie's detail also says which path is closer to fp32 at the flip.
+using ReferenceLogits = std::function<std::vector<float>(const std::vector<int>&)>;
+CheckResults flip_rules(const analysis::PairedRun& run, const std::vector<int>& prompt, engine::Strategy strategy,
+                        const ReferenceLogits& z_ref, std::uint64_t seed);
 
 // Fp32Conformance's KL rule (seed paper §6.3, "more than 8 orders of magnitude" lower KL under fp32): mean
 // KL(fp32 cache-ON‖cache-OFF) <= kFp32KlRatio × mean KL(fp16) over the prompts where fp16 diverges. Defined here

@@ -1,0 +1,215 @@
+// Reading kvconf.trace/1 files (trace.hpp): the safetensors container through the engine's reader, the JSON metadata
+// checked field by field, logits checked for shape and finiteness, token ids against the vocabulary.
+#include "kvconf/protocol/trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kvconf/engine/error.hpp"
+#include "kvconf/engine/safetensors.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+
+namespace kvconf::protocol {
+namespace fs = std::filesystem;
+using nlohmann::json;
+namespace {
+
+[[noreturn]] void bad(const fs::path& file, const std::string& field, const std::string& what) {
+  throw BadInput(file.string() + ": field '" + field + "': " + what);
+}
+
+const json& member(const fs::path& file, const json& obj, const std::string& path, const std::string& name) {
+  const std::string field = path.empty() ? name : path + "." + name;
+  if (!obj.contains(name)) bad(file, field, "missing");
+  return obj.at(name);
+}
+
+std::string str(const fs::path& file, const json& obj, const std::string& path, const std::string& name,
+                bool non_empty = true) {
+  const json& v = member(file, obj, path, name);
+  if (!v.is_string() || (non_empty && v.get<std::string>().empty()))
+    bad(file, path.empty() ? name : path + "." + name, "expected a non-empty string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+std::uint64_t uint(const fs::path& file, const json& v, const std::string& field, std::uint64_t min = 0) {
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0) ||
+      v.get<std::uint64_t>() < min)
+    bad(file, field, "expected an integer >= " + std::to_string(min) + ", got " + v.dump());
+  return v.get<std::uint64_t>();
+}
+
+double number(const fs::path& file, const json& v, const std::string& field) {
+  if (!v.is_number()) bad(file, field, "expected a number, got " + v.dump());
+  return v.get<double>();
+}
+
+std::vector<int> ids(const fs::path& file, const json& obj, const std::string& name, std::size_t vocab) {
+  const json& v = member(file, obj, "", name);
+  if (!v.is_array() || v.empty()) bad(file, name, "expected a non-empty array of token ids");
+  std::vector<int> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string f = name + "[" + std::to_string(i) + "]";
+    if (!v[i].is_number_integer()) bad(file, f, "expected a token id (integer), got " + v[i].dump());
+    const std::int64_t id = v[i].get<std::int64_t>();
+    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab)
+      bad(file, f, "token id " + std::to_string(id) + " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    out.push_back(static_cast<int>(id));
+  }
+  return out;
+}
+
+std::string short_dtype(const std::string& d) {
+  return d == "float32" ? "fp32" : d == "float16" ? "fp16" : "bf16";
+}
+
+}  // namespace
+
+std::string Trace::profile() const { return short_dtype(dtype) + "-" + engine + "-" + attention; }
+
+std::string Trace::pair_key() const {
+  std::string k = model_name + "|" + dtype + "|" + engine + "|" + engine_version + "|" + attention + "|" + strategy;
+  if (strategy != "greedy")
+    k += "|k" + std::to_string(top_k) + "|p" + json(top_p).dump() + "|t" + json(temperature).dump();
+  return k + "|s" + std::to_string(seed) + "|" + prompt_id;
+}
+
+Trace read_trace(const fs::path& file) {
+  std::shared_ptr<const engine::SafetensorsFile> st;
+  try {
+    st = engine::SafetensorsFile::open(file);
+  } catch (const std::exception& e) {
+    throw BadInput(file.string() + ": not a readable safetensors trace (" + e.what() + ")");
+  }
+  const auto& md = st->metadata();
+  const auto it = md.find("kvconf.trace");
+  if (it == md.end()) bad(file, "__metadata__.kvconf.trace", "missing (not a kvconf.trace/1 file; docs/TRACES.md)");
+  json m;
+  try {
+    m = json::parse(it->second);
+  } catch (const json::exception& e) {
+    bad(file, "__metadata__.kvconf.trace", std::string("not JSON (") + e.what() + ")");
+  }
+  if (!m.is_object()) bad(file, "__metadata__.kvconf.trace", "expected a JSON object");
+  Trace t;
+  t.file = file;
+  const std::string format = str(file, m, "", "format");
+  if (format != kTraceFormat) bad(file, "format", "'" + format + "', expected '" + kTraceFormat + "'");
+  const json& eng = member(file, m, "", "engine");
+  if (!eng.is_object()) bad(file, "engine", "expected an object");
+  t.engine = str(file, eng, "engine", "name");
+  t.engine_version = str(file, eng, "engine", "version", false);
+  t.attention = str(file, eng, "engine", "attention");
+  const json& model = member(file, m, "", "model");
+  if (!model.is_object()) bad(file, "model", "expected an object");
+  t.model_name = str(file, model, "model", "name");
+  if (model.contains("path")) t.model_path = str(file, model, "model", "path", false);
+  t.vocab = uint(file, member(file, model, "model", "vocab_size"), "model.vocab_size", 1);
+  t.dtype = str(file, m, "", "dtype");
+  if (t.dtype != "float32" && t.dtype != "float16" && t.dtype != "bfloat16")
+    bad(file, "dtype", "'" + t.dtype + "', expected float32, float16 or bfloat16");
+  const std::string path = str(file, m, "", "path");
+  if (path != "cache_on" && path != "cache_off") bad(file, "path", "'" + path + "', expected cache_on or cache_off");
+  t.cache_on = path == "cache_on";
+  const json& s = member(file, m, "", "strategy");
+  if (!s.is_object()) bad(file, "strategy", "expected an object");
+  t.strategy = str(file, s, "strategy", "name");
+  if (t.strategy != "greedy" && t.strategy != "topk" && t.strategy != "topp")
+    bad(file, "strategy.name", "'" + t.strategy + "', expected greedy, topk or topp");
+  if (s.contains("top_k")) t.top_k = uint(file, s["top_k"], "strategy.top_k", 1);
+  if (s.contains("top_p")) t.top_p = number(file, s["top_p"], "strategy.top_p");
+  if (!(t.top_p > 0.0 && t.top_p <= 1.0)) bad(file, "strategy.top_p", "expected a number in (0, 1]");
+  if (s.contains("temperature")) t.temperature = number(file, s["temperature"], "strategy.temperature");
+  if (!(t.temperature > 0.0) || !std::isfinite(t.temperature)) bad(file, "strategy.temperature", "expected a number > 0");
+  if (s.contains("seed")) t.seed = uint(file, s["seed"], "strategy.seed");
+  t.prompt_id = str(file, m, "", "prompt_id");
+  t.prompt_ids = ids(file, m, "prompt_ids", t.vocab);
+  t.generated_ids = ids(file, m, "generated_ids", t.vocab);
+  const std::size_t T = t.generated_ids.size();
+  if (m.contains("draws")) {
+    const json& d = m["draws"];
+    if (!d.is_array() || d.size() != T)
+      bad(file, "draws", "expected " + std::to_string(T) + " numbers (one per generated token)");
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      const double u = number(file, d[i], "draws[" + std::to_string(i) + "]");
+      if (!(u >= 0.0 && u < 1.0)) bad(file, "draws[" + std::to_string(i) + "]", "expected a number in [0, 1)");
+      t.draws.push_back(u);
+    }
+  }
+  const engine::TensorView* lg = st->find("logits");
+  if (!lg) bad(file, "logits", "missing tensor");
+  if (lg->shape.size() != 2 || lg->shape[0] != T || lg->shape[1] != t.vocab)
+    bad(file, "logits", "shape [" + [&] {
+      std::string s2;
+      for (std::size_t i = 0; i < lg->shape.size(); ++i) s2 += (i ? "," : "") + std::to_string(lg->shape[i]);
+      return s2;
+    }() + "], expected [" + std::to_string(T) + "," + std::to_string(t.vocab) +
+                              "] (len(generated_ids), model.vocab_size)");
+  t.logits_dtype = engine::dtype_name(lg->dtype);
+  const std::vector<float> all = lg->to_float();
+  t.logits.resize(T);
+  for (std::size_t r = 0; r < T; ++r) {
+    t.logits[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * t.vocab),
+                       all.begin() + static_cast<std::ptrdiff_t>((r + 1) * t.vocab));
+    const auto nf = std::find_if(t.logits[r].begin(), t.logits[r].end(), [](float x) { return !std::isfinite(x); });
+    if (nf != t.logits[r].end())
+      bad(file, "logits", "non-finite value " + std::to_string(*nf) + " at row " + std::to_string(r) + ", column " +
+                              std::to_string(nf - t.logits[r].begin()));
+  }
+  return t;
+}
+
+TracePair make_trace_pair(Trace on, Trace off) {
+  if (!on.cache_on) bad(on.file, "path", "cache_off, but given as --on (expected cache_on)");
+  if (off.cache_on) bad(off.file, "path", "cache_on, but given as --off (expected cache_off)");
+  if (on.pair_key() != off.pair_key())
+    throw BadInput(on.file.string() + " and " + off.file.string() +
+                   " are not a pair: they differ in model, dtype, engine, strategy or prompt_id (" + on.pair_key() +
+                   " vs " + off.pair_key() + ")");
+  if (on.prompt_ids != off.prompt_ids)
+    bad(off.file, "prompt_ids", "differs from " + on.file.string() + "'s: the two paths ran different prompts");
+  if (!on.draws.empty() && !off.draws.empty()) {
+    const std::size_t n = std::min(on.draws.size(), off.draws.size());
+    for (std::size_t i = 0; i < n; ++i)
+      if (on.draws[i] != off.draws[i])
+        bad(off.file, "draws[" + std::to_string(i) + "]",
+            "differs from " + on.file.string() + "'s: the paths must share their draws");
+  }
+  return {std::move(on), std::move(off)};
+}
+
+std::vector<TracePair> read_trace_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw BadInput(dir.string() + ": not a directory (--dir)");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
+  if (ec) throw BadInput(dir.string() + ": cannot list the directory (" + ec.message() + ")");
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw BadInput(dir.string() + ": no .safetensors traces in the directory");
+  std::map<std::string, std::pair<std::vector<Trace>, std::vector<Trace>>> by_key;
+  for (const fs::path& f : files) {
+    Trace t = read_trace(f);
+    auto& slot = by_key[t.pair_key()];
+    (t.cache_on ? slot.first : slot.second).push_back(std::move(t));
+  }
+  std::vector<TracePair> pairs;
+  for (auto& [key, slot] : by_key) {
+    auto& [ons, offs] = slot;
+    for (auto* side : {&ons, &offs})
+      if (side->size() > 1)
+        throw BadInput((*side)[1].file.string() + ": a second " + ((*side)[1].cache_on ? "cache_on" : "cache_off") +
+                       " trace for the pair of " + (*side)[0].file.string() + " (" + key + ")");
+    if (ons.empty() || offs.empty()) {
+      const Trace& lone = ons.empty() ? offs[0] : ons[0];
+      throw BadInput(lone.file.string() + ": no " + (ons.empty() ? "cache_on" : "cache_off") +
+                     " trace in " + dir.string() + " to pair it with (" + key + ")");
+    }
+    pairs.push_back(make_trace_pair(std::move(ons[0]), std::move(offs[0])));
+  }
+  return pairs;
+}
+
+}  // namespace kvconf::protocol

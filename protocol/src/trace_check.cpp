@@ -1,0 +1,189 @@
+// kvconf check on trace pairs (trace_check.hpp): per pair the free-running metrics and rules of kvconf model, the
+// optional fp32 replay through kvconf's engine, records appended to OUT/pairs.jsonl.
+#include "kvconf/protocol/trace_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "kvconf/analysis/metrics.hpp"
+#include "kvconf/analysis/paired.hpp"
+#include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/atomic_file.hpp"
+#include "kvconf/engine/context.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "kvconf/engine/sampling.hpp"
+#include "kvconf/kernels/registry.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/result_store.hpp"
+#include "regime_record.hpp"
+
+namespace kvconf::protocol {
+namespace fs = std::filesystem;
+using nlohmann::json;
+namespace {
+
+// The two traces as the free-running PairedRun kvconf's engine would have produced (logits kept).
+analysis::PairedRun paired_run(const TracePair& p) {
+  analysis::PairedRun r;
+  r.regime = analysis::Regime::free_running;
+  r.prompt = p.on.prompt_ids;
+  r.tokens_on = p.on.generated_ids;
+  r.tokens_off = p.off.generated_ids;
+  r.flip = analysis::flip_index(r.tokens_on, r.tokens_off);
+  const std::size_t T = std::min(p.on.logits.size(), p.off.logits.size());
+  for (std::size_t s = 0; s < T; ++s) {
+    const std::vector<float>& a = p.on.logits[s];
+    const std::vector<float>& b = p.off.logits[s];
+    analysis::StepMetrics m;
+    m.step = s;
+    m.token_on = r.tokens_on[s];
+    m.token_off = r.tokens_off[s];
+    m.kl = analysis::kl_divergence(a, b);
+    m.js = analysis::js_divergence(a, b);
+    m.top_on = analysis::top2(a);
+    m.top_off = analysis::top2(b);
+    m.max_abs_logit_diff = analysis::max_abs_diff(a, b);
+    r.steps.push_back(std::move(m));
+  }
+  r.logits_on.assign(p.on.logits.begin(), p.on.logits.begin() + static_cast<std::ptrdiff_t>(T));
+  r.logits_off.assign(p.off.logits.begin(), p.off.logits.begin() + static_cast<std::ptrdiff_t>(T));
+  return r;
+}
+
+conformance::CheckResult prefill_bitwise(const TracePair& p) {
+  const std::vector<float>& a = p.on.logits.front();
+  const std::vector<float>& b = p.off.logits.front();
+  conformance::CheckResult r;
+  r.rule = "prefill_logits_bitwise";
+  r.pass = a == b;
+  r.error = analysis::max_abs_diff(a, b);
+  r.bound = 0.0;
+  r.headroom = r.pass ? 1.0 : -std::numeric_limits<double>::infinity();
+  r.detail = "logits[0] of both traces (the prefill of the same " + std::to_string(p.on.prompt_ids.size()) +
+             "-token prompt), " + p.on.logits_dtype + " vs " + p.off.logits_dtype;
+  return r;
+}
+
+engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
+
+}  // namespace
+
+conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const analysis::PairedRun run = paired_run(p);
+  conformance::RunPairRecord rec;
+  rec.model = p.on.model_name;
+  rec.profile = p.on.profile();
+  rec.strategy = p.on.strategy;
+  rec.prompt_id = p.on.prompt_id;
+  rec.seed = p.on.seed;
+  rec.max_new_tokens = run.steps.size();
+  rec.prompt_tokens = p.on.prompt_ids.size();
+  rec.free = regime_record(run);
+  rec.rules.push_back(prefill_bitwise(p));
+  conformance::ReferenceLogits z_ref;
+  std::unique_ptr<engine::Context> ctx;
+  if (fp32) {
+    ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), kernels::cpu_registry()));
+    z_ref = [&ctx](const std::vector<int>& seq) { return ctx->recompute(seq); };
+  }
+  for (conformance::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))
+    rec.rules.push_back(std::move(r));
+  if (fp32 && replay_diff) {
+    // The replay over every cache-OFF step (not only up to the flip): how far this engine is from kvconf's fp32.
+    std::vector<int> seq = p.off.prompt_ids;
+    double worst = 0.0;
+    for (std::size_t s = 0; s < run.logits_off.size(); ++s) {
+      worst = std::max(worst, analysis::max_abs_diff(run.logits_off[s], ctx->recompute(seq)));
+      seq.push_back(run.tokens_off[s]);
+    }
+    *replay_diff = worst;
+  }
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rec;
+}
+
+TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const TraceCheckOptions& o,
+                                 const std::function<void(std::size_t, std::size_t)>& progress) {
+  if (pairs.empty()) throw BadInput("no trace pairs to check");
+  if (o.out.empty()) throw BadInput("--out is required (the results directory)");
+  std::unique_ptr<engine::Model> fp32;
+  if (!o.model.empty()) {
+    try {
+      fp32 = std::make_unique<engine::Model>(engine::load_model(o.model, Format::fp32));
+    } catch (const std::exception& e) {
+      throw BadInput(std::string("--model: ") + e.what());
+    }
+    for (const TracePair& p : pairs)
+      if (static_cast<std::size_t>(fp32->config.vocab) != p.on.vocab)
+        throw BadInput("--model " + o.model.string() + ": vocabulary of " + std::to_string(fp32->config.vocab) +
+                       " tokens, but " + p.on.file.string() + " has model.vocab_size " + std::to_string(p.on.vocab));
+  }
+  std::set<std::string> keys;
+  for (const TracePair& p : pairs) {
+    conformance::RunPairRecord k;
+    k.model = p.on.model_name, k.profile = p.on.profile(), k.strategy = p.on.strategy, k.seed = p.on.seed;
+    k.prompt_id = p.on.prompt_id;
+    if (!keys.insert(k.key()).second)
+      throw BadInput(p.on.file.string() + ": a second pair recorded as " + k.key() +
+                     " (same model, dtype, engine, attention, strategy, seed and prompt_id as another pair)");
+  }
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec || !fs::is_directory(o.out))
+    throw BadInput("--out " + o.out.string() + ": cannot create the directory");
+  const json options = {{"inputs", o.inputs}, {"model", o.model.string()}};
+  const fs::path mf = o.out / "manifest.json";
+  if (o.resume && fs::exists(mf, ec)) {
+    json old;
+    try {
+      std::ifstream in(mf);
+      old = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+    } catch (const std::exception&) {
+      throw BadInput(mf.string() + ": not JSON; cannot --resume");
+    }
+    if (!old.contains("options") || old["options"] != options)
+      throw BadInput("--resume: the traces or --model differ from the run in " + mf.string());
+  }
+  JsonlStore store(o.out / "pairs.jsonl", o.resume,
+                   [](const json& j) { return conformance::run_pair_from_json(j).key(); });
+  engine::write_file_atomic(mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}}.dump(2) + "\n");
+  TraceCheckResult res;
+  std::map<std::string, conformance::RunPairRecord> done;
+  for (const json& j : store.records()) {
+    conformance::RunPairRecord r = conformance::run_pair_from_json(j);
+    done.emplace(r.key(), std::move(r));
+  }
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const TracePair& p = pairs[i];
+    conformance::RunPairRecord key;
+    key.model = p.on.model_name;
+    key.profile = p.on.profile();
+    key.strategy = p.on.strategy;
+    key.seed = p.on.seed;
+    key.prompt_id = p.on.prompt_id;
+    const auto it = done.find(key.key());
+    if (it != done.end()) {
+      res.records.push_back(it->second);
+      ++res.resumed;
+    } else {
+      double diff = -1.0;
+      res.records.push_back(check_trace_pair(p, fp32.get(), &diff));
+      res.replay_max_diff = std::max(res.replay_max_diff, diff);
+      store.append(conformance::to_json(res.records.back()));
+      ++res.ran;
+    }
+    if (progress) progress(i + 1, pairs.size());
+  }
+  return res;
+}
+
+}  // namespace kvconf::protocol

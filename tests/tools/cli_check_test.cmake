@@ -1,0 +1,62 @@
+# `kvconf check` end to end on synthetic kvconf.trace/1 files (make_traces.py): a good pair passes (exit 0) and writes
+# the report; a pair whose prefill logits differ by one ulp fails prefill_logits_bitwise (exit 1); each bad trace
+# exits 2 with one line naming the file and the field; --dir pairs a folder and refuses a trace without a partner.
+# Run: cmake -DKVCONF=<kvconf> -DPYTHON=<python> -DSCRIPT=<make_traces.py> -DOUT=<dir> -P cli_check_test.cmake
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
+
+file(REMOVE_RECURSE "${OUT}")
+execute_process(COMMAND "${PYTHON}" "${SCRIPT}" "${OUT}/t" RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "make_traces.py failed: ${err}")
+endif()
+set(T "${OUT}/t")
+
+kv(0 check --on ${T}/good.on.safetensors --off ${T}/good.off.safetensors --out ${OUT}/good)
+foreach(f pairs.jsonl report.html report.md report.json junit.xml manifest.json)
+  if(NOT EXISTS "${OUT}/good/${f}")
+    message(FATAL_ERROR "kvconf check wrote no ${f}")
+  endif()
+endforeach()
+file(READ "${OUT}/good/pairs.jsonl" pairs)
+if(NOT pairs MATCHES "\"profile\":\"fp16-synthetic-eager\"" OR NOT pairs MATCHES "prefill_logits_bitwise")
+  message(FATAL_ERROR "pairs.jsonl lacks the trace profile or the prefill rule:\n${pairs}")
+endif()
+# --resume keeps the pair; a second run without it is refused (the store exists).
+kv(0 check --on ${T}/good.on.safetensors --off ${T}/good.off.safetensors --out ${OUT}/good --resume)
+if(NOT last_out MATCHES "0 checked now, 1 resumed")
+  message(FATAL_ERROR "--resume redid the pair:\n${last_out}")
+endif()
+kvconf_expect_bad("existing results" "pairs.jsonl exists" check --on ${T}/good.on.safetensors
+                  --off ${T}/good.off.safetensors --out ${OUT}/good)
+
+kv(1 check --on ${T}/prefill.on.safetensors --off ${T}/prefill.off.safetensors --out ${OUT}/prefill)
+if(NOT last_out MATCHES "FAIL .*prefill_logits_bitwise")
+  message(FATAL_ERROR "a one-ulp prefill difference did not fail prefill_logits_bitwise:\n${last_out}")
+endif()
+
+foreach(case "wrong_shape:field 'logits': shape"
+             "nan_logits:field 'logits': non-finite"
+             "token_out_of_vocab:field 'generated_ids.5.': token id 40 outside"
+             "other_prompt:field 'prompt_ids': differs"
+             "both_on:field 'path': cache_on"
+             "no_metadata:field '__metadata__.kvconf.trace': missing"
+             "format_2:field 'format': 'kvconf.trace/2'"
+             "draws_outside:field 'draws.5.'"
+             "truncated:truncated.safetensors: truncated")
+  string(FIND "${case}" ":" colon)
+  string(SUBSTRING "${case}" 0 ${colon} name)
+  math(EXPR start "${colon} + 1")
+  string(SUBSTRING "${case}" ${start} -1 pattern)
+  kvconf_expect_bad("${name}" "${name}.safetensors.*${pattern}" check --on ${T}/good.on.safetensors
+                    --off ${T}/${name}.safetensors --out ${OUT}/bad-${name})
+endforeach()
+kvconf_expect_bad("neither --on nor --dir" "--on and --off are both required" check --out ${OUT}/none)
+
+# A folder: the good pair and the prefill pair check together; a lone trace is refused.
+file(MAKE_DIRECTORY ${OUT}/dir)
+file(COPY ${T}/good.on.safetensors ${T}/good.off.safetensors DESTINATION ${OUT}/dir)
+kv(0 check --dir ${OUT}/dir --out ${OUT}/dir-out)
+file(COPY ${T}/both_on.safetensors DESTINATION ${OUT}/dir)
+kvconf_expect_bad("second cache_on trace" "a second cache_on trace" check --dir ${OUT}/dir --out ${OUT}/dir-out2)
+file(REMOVE ${OUT}/dir/both_on.safetensors ${OUT}/dir/good.off.safetensors)
+kvconf_expect_bad("lone trace" "no cache_off trace" check --dir ${OUT}/dir --out ${OUT}/dir-out3)

@@ -1,0 +1,74 @@
+# Writes kvconf.trace/1 files for the kvconf check CLI test (tests/tools/cli_check_test.cmake): one good pair with
+# synthetic logits, and one broken trace per defect docs/TRACES.md says exits 2. numpy + safetensors only.
+# Usage: make_traces.py OUTDIR
+import json
+import os
+import sys
+
+import numpy as np
+from safetensors.numpy import save_file
+
+V, T = 40, 6
+PROMPT = [1, 5, 9, 13]
+
+
+def meta(path, **over):
+    m = {
+        "format": "kvconf.trace/1",
+        "engine": {"name": "synthetic", "version": "1", "attention": "eager"},
+        "model": {"name": "toy", "vocab_size": V},
+        "dtype": "float16",
+        "path": path,
+        "strategy": {"name": "greedy", "seed": 0},
+        "prompt_id": "p0",
+        "prompt_ids": PROMPT,
+        "generated_ids": [],
+    }
+    m.update(over)
+    return m
+
+
+def logits(seed):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(T, V)).astype(np.float16)
+
+
+def write(path, m, tensors):
+    save_file(tensors, path, metadata={"kvconf.trace": json.dumps(m)})
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    z = logits(1)
+    toks = [int(i) for i in z.astype(np.float32).argmax(axis=1)]
+    good_on = meta("cache_on", generated_ids=toks)
+    good_off = meta("cache_off", generated_ids=toks)
+    write(f"{out}/good.on.safetensors", good_on, {"logits": z})
+    write(f"{out}/good.off.safetensors", good_off, {"logits": z})
+    # A pair whose cache-OFF prefill logits differ in one element by one fp16 ulp: prefill_logits_bitwise fails.
+    z2 = z.copy()
+    z2[0, 3] = np.nextafter(z2[0, 3], np.float16(np.inf))
+    write(f"{out}/prefill.on.safetensors", good_on, {"logits": z})
+    write(f"{out}/prefill.off.safetensors", good_off, {"logits": z2})
+    bad = {
+        "wrong_shape": (good_off, {"logits": z[:, :-1].copy()}),
+        "nan_logits": (good_off, {"logits": np.where(np.arange(T * V).reshape(T, V) == 7, np.float16(np.nan), z)}),
+        "token_out_of_vocab": (meta("cache_off", generated_ids=toks[:-1] + [V]), {"logits": z}),
+        "other_prompt": (meta("cache_off", generated_ids=toks, prompt_ids=[1, 5, 9, 14]), {"logits": z}),
+        "both_on": (good_on, {"logits": z}),
+        "no_metadata": (None, {"logits": z}),
+        "format_2": (meta("cache_off", generated_ids=toks, format="kvconf.trace/2"), {"logits": z}),
+        "draws_outside": (meta("cache_off", generated_ids=toks, draws=[0.5] * (T - 1) + [1.5]), {"logits": z}),
+    }
+    for name, (m, tensors) in bad.items():
+        path = f"{out}/{name}.safetensors"
+        if m is None:
+            save_file(tensors, path)
+        else:
+            write(path, m, tensors)
+    data = open(f"{out}/good.off.safetensors", "rb").read()
+    open(f"{out}/truncated.safetensors", "wb").write(data[: len(data) // 2])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
