@@ -20,6 +20,10 @@ const char* fault_name(Fault f) {
     case Fault::softcap_missing_decode: return "softcap_missing_decode";
     case Fault::gqa_modulo_decode: return "gqa_modulo_decode";
     case Fault::cache_store_toward_zero: return "cache_store_toward_zero";
+    case Fault::attn_scale_head_dim: return "attn_scale_head_dim";
+    case Fault::window_ignored: return "window_ignored";
+    case Fault::rms_eps_ignored: return "rms_eps_ignored";
+    case Fault::embed_scale_unrounded: return "embed_scale_unrounded";
   }
   return "?";
 }
@@ -27,6 +31,10 @@ const char* fault_name(Fault f) {
 std::vector<Fault> all_faults() {
   return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
           Fault::softcap_missing_decode, Fault::gqa_modulo_decode, Fault::cache_store_toward_zero};
+}
+
+std::vector<Fault> architecture_faults() {
+  return {Fault::attn_scale_head_dim, Fault::window_ignored, Fault::rms_eps_ignored, Fault::embed_scale_unrounded};
 }
 
 KvCache make_cache(const ModelConfig& c, std::size_t capacity) {

@@ -36,10 +36,10 @@ Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<con
 
 // y: (rows, d) = RMSNorm(x: (rows, d)) with weight w: (d).
 Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<const float> x, std::span<const float> w,
-             std::size_t rows) {
+             std::size_t rows, Fault fault) {
   Vec y(rows * c.hidden);
   kernels::NormParams p;
-  p.eps = static_cast<float>(c.rms_eps);
+  p.eps = fault == Fault::rms_eps_ignored ? 0.0f : static_cast<float>(c.rms_eps);
   p.one_plus_weight = c.norm_one_plus_weight;
   nk.run(kernels::NormShape{rows, c.hidden}, p, x, w, y);
   return y;
@@ -69,6 +69,9 @@ kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::
   a.capacity = capacity;
   const bool decode = call.cached_path && n == 1;
   if (call.cached_path && call.fault == Fault::window_recompute_only) a.params.window = 0;
+  if (call.fault == Fault::window_ignored) a.params.window = 0;
+  if (call.fault == Fault::attn_scale_head_dim)
+    a.params.scale = static_cast<double>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))));
   if (decode && call.fault == Fault::softcap_missing_decode) a.params.softcap = 0.0;
   return a;
 }
@@ -117,7 +120,10 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   Vec x(n * D);
   for (std::size_t r = 0; r < n; ++r)
     std::copy_n(m.embed.begin() + static_cast<std::size_t>(call.tokens[r]) * D, D, x.begin() + r * D);
-  if (c.scale_embeddings) ops::scale(f, x, kernels::round_double(f, std::sqrt(static_cast<double>(D))));
+  if (c.scale_embeddings)
+    ops::scale(f, x, call.fault == Fault::embed_scale_unrounded
+                         ? static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(D))))
+                         : kernels::round_double(f, std::sqrt(static_cast<double>(D))));
   if (keep_hidden) trace.hidden.push_back(x);
 
   std::vector<std::size_t> positions(n);
@@ -131,7 +137,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   for (std::size_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.layers[l];
     LayerTrace lt;
-    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n);
+    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, call.fault);
     Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
     Vec kk = linear(*k.gemm, attn_in, w.wk, n, kvd, D); // (n, KV, d)
     Vec v = linear(*k.gemm, attn_in, w.wv, n, kvd, D);  // (n, KV, d)
@@ -158,11 +164,11 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
 
     Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
     Vec o_normed;
-    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n);
+    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n, call.fault);
     Vec h(n * D);
     ops::add(f, x, c.post_norms ? o_normed : out, h);
 
-    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n);
+    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n, call.fault);
     Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
     Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
     Vec act(n * I), prod(n * I);
@@ -170,7 +176,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     ops::mul(f, act, up, prod);
     Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);    // (n, D)
     Vec down_normed;
-    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n);
+    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, call.fault);
     Vec x_out(n * D);
     ops::add(f, h, c.post_norms ? down_normed : down, x_out);
 
@@ -205,7 +211,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   }
   cache.n = std::max(cache.n, pos0 + n);
 
-  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n);  // (n, D)
+  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, call.fault);  // (n, D)
   trace.final_normed.assign(normed.end() - static_cast<std::ptrdiff_t>(D), normed.end());
   Vec logits = linear(*k.gemm, trace.final_normed, m.head(), 1, c.vocab, D);  // (vocab)
   if (c.final_softcap > 0.0) ops::softcap(f, logits, static_cast<float>(c.final_softcap));

@@ -107,6 +107,8 @@ Trace read_trace(const fs::path& file) {
   t.model_name = str(file, model, "model", "name");
   if (model.contains("path")) t.model_path = str(file, model, "model", "path", false);
   t.vocab = uint(file, member(file, model, "model", "vocab_size"), "model.vocab_size", 1);
+  if (model.contains("n_layers")) t.n_layers = uint(file, model["n_layers"], "model.n_layers", 1);
+  if (model.contains("hidden_size")) t.hidden_size = uint(file, model["hidden_size"], "model.hidden_size", 1);
   t.dtype = str(file, m, "", "dtype");
   if (t.dtype != "float32" && t.dtype != "float16" && t.dtype != "bfloat16")
     bad(file, "dtype", "'" + t.dtype + "', expected float32, float16 or bfloat16");
@@ -157,6 +159,20 @@ Trace read_trace(const fs::path& file) {
     if (nf != t.logits[r].end())
       bad(file, "logits", "non-finite value " + std::to_string(*nf) + " at row " + std::to_string(r) + ", column " +
                               std::to_string(nf - t.logits[r].begin()));
+  }
+  if (const engine::TensorView* hs = st->find("hidden_states")) {
+    if (t.n_layers == 0 || t.hidden_size == 0)
+      bad(file, "model.n_layers", "required (with model.hidden_size) when the trace has hidden_states");
+    const std::size_t L1 = t.n_layers + 1, H = t.hidden_size;
+    if (hs->shape != std::vector<std::size_t>{T, L1, H})
+      bad(file, "hidden_states", "expected shape [" + std::to_string(T) + "," + std::to_string(L1) + "," +
+                                     std::to_string(H) + "] (T, model.n_layers + 1, model.hidden_size)");
+    const std::vector<float> v = hs->to_float();
+    t.hidden.assign(T, std::vector<std::vector<float>>(L1));
+    for (std::size_t r = 0; r < T; ++r)
+      for (std::size_t l = 0; l < L1; ++l)
+        t.hidden[r][l].assign(v.begin() + static_cast<std::ptrdiff_t>((r * L1 + l) * H),
+                              v.begin() + static_cast<std::ptrdiff_t>((r * L1 + l + 1) * H));
   }
   return t;
 }

@@ -92,7 +92,8 @@ conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Mo
   conformance::ReferenceLogits z_ref;
   std::unique_ptr<engine::Context> ctx;
   if (fp32) {
-    ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), kernels::cpu_registry()));
+    static const kernels::Registry registry = kernels::cpu_registry();  // must outlive the context's kernels
+    ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry));
     z_ref = [&ctx](const std::vector<int>& seq) { return ctx->recompute(seq); };
   }
   for (conformance::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))

@@ -75,9 +75,17 @@ enum class Fault : std::uint8_t {
   gqa_modulo_decode,       // decode maps q head h to kv head h mod n_kv (instead of h / group)
   cache_store_toward_zero, // decode stores K/V with the last bit of each value cleared: a biased store, at most one
                            // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
+  // Architecture faults: both paths alike, so no cache-ON vs cache-OFF rule can see them; a comparison with another
+  // implementation of the architecture does (the transformers cross-check, tests/adapters), given a fixture where the
+  // detail matters (the *-obs-tiny fixtures, docs/MODELS.md "Fixtures that can catch what they claim to").
+  attn_scale_head_dim,     // attention scale 1/sqrt(head_dim), ignoring Gemma-2's query_pre_attn_scalar
+  window_ignored,          // no sliding window on any path
+  rms_eps_ignored,         // RMSNorm without its epsilon
+  embed_scale_unrounded,   // Gemma-2's embedding scale sqrt(hidden) rounded to fp32, not to the model dtype
 };
 const char* fault_name(Fault f);
-std::vector<Fault> all_faults();  // every fault except none
+std::vector<Fault> all_faults();           // every cache-path fault (the rules of cache-ON vs cache-OFF catch them)
+std::vector<Fault> architecture_faults();  // the four architecture faults above
 
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept

@@ -29,6 +29,8 @@ struct Trace {
   std::vector<double> draws;                          // empty when the trace has none
   std::string logits_dtype;                           // "F32" | "F16" | "BF16"
   std::vector<std::vector<float>> logits;             // (T, V), widened exactly
+  std::size_t n_layers = 0, hidden_size = 0;          // model.n_layers / model.hidden_size (0 when absent)
+  std::vector<std::vector<std::vector<float>>> hidden;  // (T, L + 1, H) when the trace has hidden_states, else empty
 
   // "<fp32|fp16|bf16>-<engine>-<attention>": the profile name the reports group this engine configuration under.
   std::string profile() const;

@@ -1,0 +1,555 @@
+# Hugging Face transformers adapter: runs a local checkpoint folder cache ON and cache OFF and writes kvconf.trace/1 files.
+"""Write kvconf.trace/1 traces (docs/TRACES.md) from a local Hugging Face checkpoint run through transformers.
+
+For each prompt and each path it writes one .safetensors file:
+
+* cache_on  -- one forward over the prompt with use_cache=True, then one forward per step over the single new token
+               with the returned past_key_values (the incremental path);
+* cache_off -- at every step one forward over the whole sequence (prompt + tokens so far) with use_cache=False (full
+               recompute, the seed paper's cache-OFF).
+
+Tokens are chosen with kvconf's own sampler (engine/src/sampling.cpp), ported here in float64 so both paths share the
+per-step draw u = step_draw(seed, t) and a different token can only come from different logits.
+
+Library use (no torch import until a model is loaded)::
+
+    import kvconf_hf_trace as hf
+    hf.step_draw(0, 0)                                   # SplitMix64 draw of step 0
+    hf.sample(logits_row, hf.Sampler("topk", seed=3), u)  # kvconf's sampler
+    model = hf.load_model("build/fixtures/models/llama2-tiny", "float16", "sdpa")
+    run = hf.run_path(model, prompt_ids, "cache_on", hf.Sampler("greedy"), 16, hidden=False)
+
+The network is never used: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE are set before transformers is imported and the model
+is loaded with local_files_only=True.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+
+FORMAT = "kvconf.trace/1"
+METADATA_KEY = "kvconf.trace"
+DTYPES = ("float32", "float16", "bfloat16")
+ATTENTIONS = ("eager", "sdpa")
+STRATEGIES = ("greedy", "topk", "topp")
+PATHS = {"on": "cache_on", "off": "cache_off"}
+_MASK64 = (1 << 64) - 1
+
+
+class InputError(Exception):
+    """Bad input (a file or a field): the CLI prints its message as one stderr line and exits 2."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# kvconf's sampler (engine/include/kvconf/engine/sampling.hpp, engine/src/sampling.cpp), operation for operation.
+# ----------------------------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """kvconf::engine::Sampler: strategy greedy | topk | topp, k, p, temperature and the seed of the step draws."""
+    strategy: str = "greedy"
+    top_k: int = 50
+    top_p: float = 0.9
+    temperature: float = 1.0
+    seed: int = 0
+
+    def metadata(self) -> dict:
+        return {"name": self.strategy, "top_k": self.top_k, "top_p": self.top_p,
+                "temperature": self.temperature, "seed": self.seed}
+
+
+def step_draw(seed: int, step: int) -> float:
+    """Output number `step` (0-based) of SplitMix64 seeded with `seed`, its top 53 bits scaled to [0, 1).
+
+    The closed form of kvconf::engine::step_draw: state_{step+1} = seed + (step + 1) * golden gamma, then the mix.
+    """
+    z = (seed + (step + 1) * 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    z ^= z >> 31
+    return float(z >> 11) * 2.0 ** -53  # exact: z >> 11 has at most 53 bits
+
+
+def _argmax(x: np.ndarray) -> int:
+    """Arg-max, lowest index on ties; NaN never chosen (0 when every entry is NaN) -- kvconf's argmax()."""
+    finite = ~np.isnan(x)
+    if not finite.any():
+        return 0
+    m = np.max(x[finite])
+    return int(np.flatnonzero(finite & (x == m))[0])
+
+
+def sample(logits: Any, s: Sampler, u: float) -> int:
+    """kvconf::engine::sample over one full-vocabulary logits row (any float dtype; converted exactly to float64).
+
+    Greedy: the arg-max, lowest index on ties. Top-k / top-p: z = logits / T in double; the kept tokens are the k
+    largest, or the smallest prefix of the tokens sorted by (probability desc, index asc) whose mass reaches p; then,
+    walking the kept tokens in vocabulary order, the first whose cumulative weight exceeds u * sum. Sums are
+    sequential in the C++ order and exp is the C library's (math.exp), so the choice matches the C++ bit for bit.
+    """
+    x = _as_float64(logits)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError("sample: logits must be a non-empty 1-D row")
+    if s.strategy == "greedy":
+        return _argmax(x)
+    if s.strategy not in ("topk", "topp"):
+        raise ValueError(f"sample: unknown strategy '{s.strategy}' (choices: greedy, topk, topp)")
+    if not (s.temperature > 0.0) or not math.isfinite(s.temperature):
+        raise ValueError(f"sample: temperature must be > 0 (got {s.temperature})")
+    if s.strategy == "topk" and s.top_k < 1:
+        raise ValueError("sample: top_k must be >= 1")
+    if s.strategy == "topp" and not (0.0 < s.top_p <= 1.0):
+        raise ValueError(f"sample: top_p must be in (0, 1] (got {s.top_p})")
+
+    n = x.size
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        z = np.where(np.isnan(x), -np.inf, x / s.temperature)  # IEEE division, as static_cast<double>(l) / T
+    best = _argmax(x)
+    zmax = float(z[best])
+    if zmax == -math.inf:
+        return best  # nothing has mass
+    # Tokens by (z desc, index asc): a strict total order, so any correct sort gives the C++ order.
+    order = np.lexsort((np.arange(n), -z))
+
+    def weight(i: int) -> float:
+        zi = float(z[i])
+        return 1.0 if zi == zmax else math.exp(zi - zmax)
+
+    if s.strategy == "topk":
+        kept = min(s.top_k, n)
+    else:
+        ws = [weight(int(i)) for i in order]
+        total = 0.0
+        for w in ws:
+            total += w
+        mass = 0.0
+        kept = 0
+        while kept < n:
+            mass += ws[kept] / total
+            kept += 1
+            if mass >= s.top_p:
+                break
+    chosen = sorted(int(i) for i in order[:kept])  # the kept tokens in vocabulary order
+    w = [weight(i) for i in chosen]
+    total = 0.0
+    for wi in w:
+        total += wi
+    target = u * total
+    cum = 0.0
+    for i, wi in zip(chosen, w):
+        cum += wi
+        if cum > target:
+            return i
+    return chosen[-1]  # u so close to 1 that rounding left the cumulative mass below it
+
+
+def _as_float64(logits: Any) -> np.ndarray:
+    """A logits row as float64 numpy, exactly (float16 / bfloat16 / float32 all convert without rounding)."""
+    if hasattr(logits, "detach"):  # torch.Tensor (numpy has no bfloat16)
+        import torch
+        return logits.detach().to(device="cpu", dtype=torch.float64).numpy()
+    return np.asarray(logits, dtype=np.float64)
+
+
+def self_test() -> None:
+    """step_draw against SplitMix64 computed by hand, and the sampler on kvconf's hand-computed distribution."""
+    # SplitMix64 as Vigna's splitmix64.c writes it: a stateful generator, state += gamma, then the mix.
+    def splitmix64_outputs(seed: int, n: int) -> list[int]:
+        out, state = [], seed
+        for _ in range(n):
+            state = (state + 0x9E3779B97F4A7C15) % 2 ** 64
+            z = state
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2 ** 64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2 ** 64
+            out.append(z ^ (z >> 31))
+        return out
+
+    # Published outputs of splitmix64.c seeded with 0 (also tests/engine/sampling_test.cpp).
+    ref0 = [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+    assert splitmix64_outputs(0, 3) == ref0, "hand SplitMix64 disagrees with the published outputs"
+    for t, r in enumerate(ref0):
+        assert step_draw(0, t) == math.ldexp(r >> 11, -53), f"step_draw(0, {t})"
+    for seed in (1, 3, 7, 2024, 2 ** 64 - 1):
+        for t, r in enumerate(splitmix64_outputs(seed, 50)):
+            assert step_draw(seed, t) == (r >> 11) / 2 ** 53, f"step_draw({seed}, {t})"
+    us = [step_draw(7, t) for t in range(20000)]
+    assert all(0.0 <= u < 1.0 for u in us)
+    assert abs(sum(us) / len(us) - 0.5) < 6 * math.sqrt(1 / 12 / len(us))
+
+    # Sampler cases of tests/engine/sampling_test.cpp: probabilities 1/8, 2/8, 5/8.
+    three = np.array([0.0, math.log(2.0), math.log(5.0)], dtype=np.float32)
+    g = Sampler("greedy")
+    assert sample(np.array([1, 3, 3, 2], np.float32), g, 0.5) == 1
+    assert sample(np.array([-1, -1, -1], np.float32), g, 0.0) == 0
+    assert sample(np.array([np.nan, 1, 2], np.float32), g, 0.0) == 2
+    allp = Sampler("topp", top_p=1.0)
+    for u, tok in ((0.0, 0), (0.12, 0), (0.13, 1), (0.37, 1), (0.38, 2), (math.nextafter(1.0, 0.0), 2)):
+        assert sample(three, allp, u) == tok, ("topp1", u)
+    for u in (0.0, 0.5, 0.99):
+        assert sample(three, Sampler("topp", top_p=0.6), u) == 2
+    p7 = Sampler("topp", top_p=0.7)
+    assert (sample(three, p7, 0.28), sample(three, p7, 0.29), sample(three, p7, 0.99)) == (1, 2, 2)
+    assert sample(three, Sampler("topp", top_p=0.9), 0.1) == 0
+    k2 = Sampler("topk", top_k=2)
+    assert (sample(three, k2, 0.28), sample(three, k2, 0.29), sample(three, k2, 0.999)) == (1, 2, 2)
+    k9 = Sampler("topk", top_k=9)
+    assert (sample(three, k9, 0.1), sample(three, k9, 0.2), sample(three, k9, 0.88)) == (0, 1, 2)
+    s = 1.0 + math.sqrt(2.0) + math.sqrt(5.0)
+    c1, c2 = 1.0 / s, (1.0 + math.sqrt(2.0)) / s
+    hot = Sampler("topk", temperature=2.0)
+    assert [sample(three, hot, u) for u in (c1 - 1e-6, c1 + 1e-6, c2 - 1e-6, c2 + 1e-6)] == [0, 1, 1, 2]
+    assert sample(three, Sampler("topp", top_p=1.0, temperature=0.01), math.nextafter(1.0, 0.0)) == 2
+    rng = np.random.default_rng(12345)
+    for trial in range(100):  # k = 1 and a tiny p are greedy (many ties among small integer logits)
+        z = rng.integers(0, 8, 40).astype(np.float32)
+        u = step_draw(99, trial)
+        expect = int(np.argmax(z))
+        assert sample(z, Sampler("topk", top_k=1), u) == expect
+        assert sample(z, Sampler("topp", top_p=1e-9), u) == expect
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Inputs
+# ----------------------------------------------------------------------------------------------------------------------
+
+def read_config(model_dir: str) -> dict:
+    """The checkpoint's config.json (validated: vocab_size); InputError naming the folder or file otherwise."""
+    if not os.path.isdir(model_dir):
+        raise InputError(f"{model_dir}: model folder not found")
+    cfg_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(cfg_path):
+        raise InputError(f"{cfg_path}: not found (a Hugging Face checkpoint folder needs config.json)")
+    try:
+        with open(cfg_path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{cfg_path}: not JSON ({_one_line(e)})") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"{cfg_path}: not a JSON object")
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    v = text.get("vocab_size", cfg.get("vocab_size"))
+    if not _is_int(v) or v < 1:
+        raise InputError(f"{cfg_path}: field 'vocab_size' missing or not a positive integer")
+    return cfg
+
+
+def load_prompts(path: str, vocab_size: int | None = None) -> list[dict]:
+    """{"prompts": [{"id": str, "ids": [int, ...], ...}]} -> the list; ids checked against [0, vocab_size)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path}: prompt file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not JSON ({_one_line(e)})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("prompts"), list):
+        raise InputError(f"{path}: field 'prompts' missing or not a list (expected {{\"prompts\": [...]}})")
+    prompts = doc["prompts"]
+    if not prompts:
+        raise InputError(f"{path}: field 'prompts' is empty")
+    seen = set()
+    for i, p in enumerate(prompts):
+        where = f"{path}: prompts[{i}]"
+        if not isinstance(p, dict):
+            raise InputError(f"{where}: not an object")
+        pid = p.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise InputError(f"{where}.id: missing or not a non-empty string")
+        if "/" in pid or "\\" in pid or pid in (".", "..") or "\0" in pid:
+            raise InputError(f"{where}.id: '{pid}' cannot name a file")
+        if pid in seen:
+            raise InputError(f"{where}.id: duplicate id '{pid}'")
+        seen.add(pid)
+        ids = p.get("ids")
+        if not isinstance(ids, list) or not ids or not all(_is_int(t) for t in ids):
+            raise InputError(f"{where}.ids: missing or not a non-empty list of integers")
+        if vocab_size is not None:
+            bad = [t for t in ids if not 0 <= t < vocab_size]
+            if bad:
+                raise InputError(f"{where}.ids: token id {bad[0]} outside the vocabulary [0, {vocab_size})")
+    return prompts
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _one_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Model and the two paths
+# ----------------------------------------------------------------------------------------------------------------------
+
+def _import_torch():
+    # Never the network: set before transformers / huggingface_hub are imported.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import torch
+    import transformers
+    transformers.utils.logging.disable_progress_bar()
+    return torch, transformers
+
+
+def load_model(model_dir: str, dtype: str, attention: str, threads: int = 1):
+    """AutoModelForCausalLM from the folder, local files only, on CPU, eval mode, deterministic."""
+    if dtype not in DTYPES:
+        raise InputError(f"dtype '{dtype}' unknown (choices: {', '.join(DTYPES)})")
+    if attention not in ATTENTIONS:
+        raise InputError(f"attention '{attention}' unknown (choices: {', '.join(ATTENTIONS)})")
+    read_config(model_dir)
+    torch, transformers = _import_torch()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, local_files_only=True, dtype=getattr(torch, dtype), attn_implementation=attention)
+    except Exception as e:  # a checkpoint transformers cannot load is bad input
+        raise InputError(f"{model_dir}: transformers cannot load it ({type(e).__name__}: {_one_line(e)})") from None
+    return model.to("cpu").eval()
+
+
+def _supports_logits_to_keep(model) -> bool:
+    import inspect
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_new_tokens: int,
+             hidden: bool = False) -> dict:
+    """One run of one prompt along `path` ("cache_on" or "cache_off"): max_new_tokens steps, no stop at EOS.
+
+    Returns {"generated_ids", "draws", "logits" (T, V) in the dtype transformers returned, and with hidden=True
+    "hidden_states" (T, L + 1, H): the last row of every hidden state at each step}. Like HF generate, each forward
+    computes the LM head for the last position only (logits_to_keep=1) when the model supports it.
+    """
+    import torch
+    if path not in ("cache_on", "cache_off"):
+        raise ValueError(f"path must be cache_on or cache_off (got {path!r})")
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be >= 1")
+    extra = {"logits_to_keep": 1} if _supports_logits_to_keep(model) else {}
+    seq = [int(t) for t in prompt_ids]
+    generated, draws, rows, hrows = [], [], [], []
+    past = None
+    with torch.inference_mode():
+        for t in range(max_new_tokens):
+            if path == "cache_off":
+                out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=False,
+                            output_hidden_states=hidden, **extra)
+            elif t == 0:
+                out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=True,
+                            output_hidden_states=hidden, **extra)
+            else:
+                out = model(input_ids=torch.tensor([[seq[-1]]], dtype=torch.long), past_key_values=past,
+                            use_cache=True, output_hidden_states=hidden, **extra)
+            if path == "cache_on":
+                past = out.past_key_values
+            row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
+            u = step_draw(sampler.seed, t)
+            tok = sample(row, sampler, u)
+            rows.append(row)
+            if hidden:
+                hrows.append(torch.stack([h[0, -1, :] for h in out.hidden_states]))  # (L + 1, H)
+            generated.append(tok)
+            draws.append(u)
+            seq.append(tok)
+    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous()}
+    if hidden:
+        res["hidden_states"] = torch.stack(hrows).contiguous()
+    return res
+
+
+def model_metadata(model, model_dir: str) -> dict:
+    cfg = model.config
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+    return {"name": name, "path": model_dir, "vocab_size": int(text.vocab_size),
+            "n_layers": int(text.num_hidden_layers), "hidden_size": int(text.hidden_size)}
+
+
+def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: str, path: str, sampler: Sampler,
+                   prompt_id: str, prompt_ids: Sequence[int], run: dict) -> dict:
+    """The kvconf.trace/1 metadata document (docs/TRACES.md), fields in the spec's order."""
+    return {
+        "format": FORMAT,
+        "engine": {"name": "transformers", "version": engine_version, "attention": attention},
+        "model": model,
+        "dtype": dtype,
+        "path": path,
+        "strategy": sampler.metadata(),
+        "prompt_id": prompt_id,
+        "prompt_ids": [int(t) for t in prompt_ids],
+        "generated_ids": [int(t) for t in run["generated_ids"]],
+        "draws": [float(u) for u in run["draws"]],
+    }
+
+
+def trace_filename(prompt_id: str, dtype: str, attention: str, strategy: str, seed: int, on_off: str) -> str:
+    return f"{prompt_id}.{dtype}.{attention}.{strategy}.s{seed}.{on_off}.safetensors"
+
+
+def write_trace(out_path: str, meta: dict, tensors: dict) -> None:
+    """One .safetensors file, atomically: a temporary name in the same folder, fsync, then os.replace."""
+    from safetensors.torch import save_file
+    folder = os.path.dirname(os.path.abspath(out_path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(out_path) + ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp,
+                  metadata={METADATA_KEY: json.dumps(meta, allow_nan=False, separators=(",", ":"))})
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one stderr line, exit 2 (argparse would print the usage too)
+        raise InputError(f"command line: {message}")
+
+
+def _positive_int(name: str):
+    def conv(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer (got '{s}')") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1 (got {v})")
+        return v
+    return conv
+
+
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seed must be an integer (got '{s}')") from None
+    if not 0 <= v < 2 ** 64:
+        raise argparse.ArgumentTypeError(f"--seed must be in [0, 2^64) (got {v})")
+    return v
+
+
+def _float_in(name: str, lo: float, hi: float, hi_closed: bool):
+    def conv(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number (got '{s}')") from None
+        ok = math.isfinite(v) and v > lo and (v <= hi if hi_closed else v < hi)
+        if not ok:
+            rng = f"({lo:g}, {hi:g}]" if hi_closed else f"({lo:g}, inf)"
+            raise argparse.ArgumentTypeError(f"{name} must be in {rng} (got '{s}')")
+        return v
+    return conv
+
+
+def _paths(s: str) -> list[str]:
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    if not items or any(x not in PATHS for x in items) or len(set(items)) != len(items):
+        raise argparse.ArgumentTypeError(f"--paths must be a comma list of distinct on, off (got '{s}')")
+    return items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kvconf_hf_trace.py",
+                description="Run a local Hugging Face checkpoint cache ON and cache OFF through transformers and write "
+                            "kvconf.trace/1 files (docs/TRACES.md). Never uses the network.")
+    p.add_argument("--model", help="checkpoint folder (config.json + weights)")
+    p.add_argument("--prompts", help='prompt set: {"prompts": [{"id", "text", "ids"}]} (ids include BOS)')
+    p.add_argument("--n", type=_positive_int("--n"), default=2, help="the first N prompts (default 2)")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager")
+    p.add_argument("--strategy", choices=STRATEGIES, default="greedy")
+    p.add_argument("--top-k", type=_positive_int("--top-k"), default=50)
+    p.add_argument("--top-p", type=_float_in("--top-p", 0.0, 1.0, True), default=0.9)
+    p.add_argument("--temperature", type=_float_in("--temperature", 0.0, math.inf, False), default=1.0)
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the draws step_draw(seed, t) (default 0)")
+    p.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=16)
+    p.add_argument("--hidden", action="store_true", help="also store hidden_states (T, L+1, H)")
+    p.add_argument("--paths", type=_paths, default=["on", "off"], help="on,off (default both)")
+    p.add_argument("--threads", type=_positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--out", help="output folder (created if missing)")
+    p.add_argument("--self-test", action="store_true", help="check step_draw and the sampler, then exit")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.self_test:
+            self_test()
+            print("self-test passed: step_draw is SplitMix64, sampler matches kvconf's cases")
+            return 0
+        for flag in ("model", "prompts", "out"):
+            if getattr(args, flag) is None:
+                raise InputError(f"command line: --{flag} is required")
+        cfg = read_config(args.model)
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        vocab = int(text.get("vocab_size", cfg.get("vocab_size")))
+        prompts = load_prompts(args.prompts, vocab)
+        if args.n > len(prompts):
+            raise InputError(f"{args.prompts}: --n {args.n} but the file has {len(prompts)} prompts")
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise InputError(f"{args.out}: --out exists and is not a folder")
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{args.out}: cannot create the output folder ({e.strerror})") from None
+        sampler = Sampler(args.strategy, args.top_k, args.top_p, args.temperature, args.seed)
+
+        model = load_model(args.model, args.dtype, args.attention, args.threads)
+        import transformers
+        mmeta = model_metadata(model, args.model)
+        if mmeta["vocab_size"] != vocab:
+            raise InputError(f"{args.model}: vocab_size {vocab} in config.json but {mmeta['vocab_size']} loaded")
+        for p in prompts[:args.n]:
+            for on_off in args.paths:
+                path = PATHS[on_off]
+                run = run_path(model, p["ids"], path, sampler, args.max_new_tokens, hidden=args.hidden)
+                if run["logits"].shape[1] != vocab:
+                    raise InputError(f"{args.model}: the model returned {run['logits'].shape[1]} logits per row, "
+                                     f"config.json says vocab_size {vocab}")
+                meta = trace_metadata(engine_version=transformers.__version__, attention=args.attention,
+                                      model=mmeta, dtype=args.dtype, path=path, sampler=sampler,
+                                      prompt_id=p["id"], prompt_ids=p["ids"], run=run)
+                tensors = {"logits": run["logits"]}
+                if args.hidden:
+                    tensors["hidden_states"] = run["hidden_states"]
+                out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention,
+                                                                 args.strategy, args.seed, on_off))
+                write_trace(out_path, meta, tensors)
+                print(f"{out_path}: {path} T={len(run['generated_ids'])} logits {str(run['logits'].dtype)[6:]} "
+                      f"tokens {run['generated_ids']}", flush=True)
+        return 0
+    except InputError as e:
+        print(f"kvconf_hf_trace: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kvconf_hf_trace: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
