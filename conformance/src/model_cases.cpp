@@ -6,6 +6,9 @@
 
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/analysis/metrics.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "kvconf/kernels/registry.hpp"
 
 namespace kvconf::conformance {
 
@@ -78,6 +81,29 @@ engine::Sampler case_sampler(const ModelCase& c, const std::string& prompt_id) {
   s.strategy = c.strategy;
   s.seed = seed_for("model", c.id() + "/" + prompt_id);
   return s;
+}
+
+engine::ProfileKernels reordered_fp32_kernels(const kernels::Registry& cpu) {
+  engine::ProfileKernels k = engine::resolve(engine::find_profile("fp32"), cpu);
+  k.gemm = cpu.find_gemm("cpu.gemm.g1.f32");
+  k.attn_prefill = k.attn_decode = cpu.find_attention("cpu.attn.a1_flash2.f32");
+  k.norm = cpu.find_norm("cpu.norm.r2.f32");
+  if (!k.gemm || !k.attn_prefill || !k.norm)
+    throw std::invalid_argument("reordered_fp32_kernels: cpu.gemm.g1.f32, cpu.attn.a1_flash2.f32 or cpu.norm.r2.f32 missing");
+  k.profile.name = "fp32-reordered";
+  return k;
+}
+
+double fp32_kl_floor(const analysis::PairedRun& run, engine::Context& reordered) {
+  if (run.logits_off.empty()) throw std::invalid_argument("fp32_kl_floor: the run kept no logits");
+  std::vector<int> seq = run.prompt;
+  double sum = 0.0;
+  for (std::size_t s = 0; s < run.logits_off.size(); ++s) {
+    const double s32 = analysis::max_abs_diff(run.logits_off[s], reordered.recompute(seq));
+    sum += 8.0 * s32 * s32;
+    seq.push_back(run.tokens_off[s]);
+  }
+  return sum / static_cast<double>(run.logits_off.size());
 }
 
 }  // namespace kvconf::conformance
