@@ -1,0 +1,63 @@
+# Benchmark: seconds per cache-ON/cache-OFF run pair through HF transformers (this adapter: both paths, greedy) and
+# through kvconf's engine (`kvconf model`, the paper's protocol: the pair free-running plus its fp32 reference for
+# FlipsAreNearTies, teacher-forced only after a flip) on the same fixture, prompts, token count and CPU, and the ratio.
+# Usage: bench_vs_kvconf.py --kvconf build/tools/kvconf --fixtures build/fixtures [--model llama2-tiny] [--n 4]
+#        [--max-new-tokens 16] [--dtype float16] [--profile fp16-eager] [--threads 1]
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kvconf_hf_trace as hf  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--kvconf", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--model", default="llama2-tiny")
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--attention", default="eager")
+    ap.add_argument("--profile", default="fp16-eager")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    model_dir = os.path.join(a.fixtures, "models", a.model)
+    prompts = hf.load_prompts(os.path.join(a.fixtures, "prompts", "gsm8k.json"))[: a.n]
+
+    model = hf.load_model(model_dir, a.dtype, a.attention, a.threads)
+    sampler = hf.Sampler(strategy="greedy", seed=0)
+    hf.run_path(model, prompts[0]["ids"][:8], "cache_on", sampler, 2)  # warm-up, untimed
+    t0 = time.perf_counter()
+    for p in prompts:
+        for path in ("cache_on", "cache_off"):
+            hf.run_path(model, p["ids"], path, sampler, a.max_new_tokens)
+    hf_s = (time.perf_counter() - t0) / len(prompts)
+
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [a.kvconf, "model", "--model", f"fixture:{a.model}", "--profile", a.profile, "--strategies", "greedy",
+               "--seeds", "0", "--n", str(a.n), "--max-new-tokens", str(a.max_new_tokens), "--no-layer-drift",
+               "--out", out]
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode not in (0, 1):
+            print(f"bench_vs_kvconf: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}", file=sys.stderr)
+            return 2
+        m = re.search(r"greedy\s+\d+\s+\S+\s+\S+\s+\S+\s+\d+\s+\S+\s+\S+\s+\d+\s+([0-9.]+)", r.stdout)
+        kv_s = float(m.group(1)) if m else wall / a.n
+    print(f"{a.model}, {a.n} prompts x {a.max_new_tokens} tokens, greedy, 1 thread:")
+    print(f"  transformers {hf.__name__} {a.dtype} {a.attention}: {hf_s:.3f} s per pair (ON + OFF)")
+    print(f"  kvconf model --profile {a.profile}: {kv_s:.3f} s per pair (ON + OFF + fp32 reference; whole command "
+          f"{wall:.1f} s)")
+    print(f"  ratio kvconf / transformers = {kv_s / hf_s:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
