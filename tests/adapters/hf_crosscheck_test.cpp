@@ -22,6 +22,7 @@
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/trace.hpp"
+#include "kvconf/protocol/trace_check.hpp"
 
 namespace kvconf {
 namespace {
@@ -199,6 +200,34 @@ TEST(HfEmbeddingScale, Bf16EmbeddingBitwiseAndUnroundedScaleCaught) {
         EXPECT_EQ(last, hf) << fixture << " " << engine::fault_name(f);
       else
         EXPECT_NE(last, hf) << fixture << ": embed_scale_unrounded not caught";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvconf
+
+namespace kvconf {
+namespace {
+
+// transformers' own fp16 and bf16 SDPA pairs through kvconf check's rules (protocol::check_trace_pair with the fp32
+// replay): prefill logits bitwise and every flip a near-tie (docs/MODELS.md has the larger runs' verdicts).
+TEST(HfCheck, TransformersSixteenBitPairsPassKvconfCheck) {
+  for (const char* dtype : {"float16", "bfloat16"}) {
+    testing::HfRun run{"llama2-tiny", dtype, "sdpa", "topk"};
+    const std::vector<protocol::Trace> ts = traces(run);
+    ASSERT_EQ(ts.size(), 4u);
+    for (std::size_t i = 0; i < ts.size(); i += 2) {  // sorted: <prompt>....off, <prompt>....on
+      const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+      const conformance::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny", Format::fp32));
+      SCOPED_TRACE(rec.key());
+      EXPECT_EQ(rec.profile, std::string(dtype == std::string("float16") ? "fp16" : "bf16") + "-transformers-sdpa");
+      EXPECT_EQ(rec.free.kl.size(), 12u);
+      ASSERT_FALSE(rec.rules.empty());
+      EXPECT_EQ(rec.rules.front().rule, "prefill_logits_bitwise");
+      for (const conformance::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+      std::printf("%s: %s, %zu rules pass\n", rec.key().c_str(),
+                  rec.free.flip ? ("flip at step " + std::to_string(*rec.free.flip)).c_str() : "no flip", rec.rules.size());
     }
   }
 }
