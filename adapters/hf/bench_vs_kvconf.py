@@ -4,6 +4,7 @@
 # Usage: bench_vs_kvconf.py --kvconf build/tools/kvconf --fixtures build/fixtures [--model llama2-tiny] [--n 4]
 #        [--max-new-tokens 16] [--dtype float16] [--profile fp16-eager] [--threads 1]
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -28,16 +29,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     model_dir = os.path.join(a.fixtures, "models", a.model)
-    prompts = hf.load_prompts(os.path.join(a.fixtures, "prompts", "gsm8k.json"))[: a.n]
-
-    model = hf.load_model(model_dir, a.dtype, a.attention, a.threads)
-    sampler = hf.Sampler(strategy="greedy", seed=0)
-    hf.run_path(model, prompts[0]["ids"][:8], "cache_on", sampler, 2)  # warm-up, untimed
-    t0 = time.perf_counter()
-    for p in prompts:
-        for path in ("cache_on", "cache_off"):
-            hf.run_path(model, p["ids"], path, sampler, a.max_new_tokens)
-    hf_s = (time.perf_counter() - t0) / len(prompts)
+    prompts = hf.load_prompts(os.path.join(a.fixtures, "prompts", "gsm8k.json"))
 
     with tempfile.TemporaryDirectory() as out:
         cmd = [a.kvconf, "model", "--model", f"fixture:{a.model}", "--profile", a.profile, "--strategies", "greedy",
@@ -51,8 +43,22 @@ def main() -> int:
             return 2
         m = re.search(r"greedy\s+\d+\s+\S+\s+\S+\s+\S+\s+\d+\s+\S+\s+\S+\s+\d+\s+([0-9.]+)", r.stdout)
         kv_s = float(m.group(1)) if m else wall / a.n
-    print(f"{a.model}, {a.n} prompts x {a.max_new_tokens} tokens, greedy, 1 thread:")
-    print(f"  transformers {hf.__name__} {a.dtype} {a.attention}: {hf_s:.3f} s per pair (ON + OFF)")
+        with open(os.path.join(out, "pairs.jsonl")) as fh:
+            ids = [json.loads(line)["prompt_id"] for line in fh if line.strip()]
+    # kvconf model names a prompt-set prompt "ids:<index in the file>"; both time the same prompts.
+    chosen = [prompts[int(i.split(":", 1)[1])] for i in ids]
+
+    model = hf.load_model(model_dir, a.dtype, a.attention, a.threads)
+    sampler = hf.Sampler(strategy="greedy", seed=0)
+    hf.run_path(model, chosen[0]["ids"][:8], "cache_on", sampler, 2)  # warm-up, untimed
+    t0 = time.perf_counter()
+    for p in chosen:
+        for path in ("cache_on", "cache_off"):
+            hf.run_path(model, p["ids"], path, sampler, a.max_new_tokens)
+    hf_s = (time.perf_counter() - t0) / len(chosen)
+
+    print(f"{a.model}, the same {len(chosen)} prompts x {a.max_new_tokens} tokens, greedy, 1 thread:")
+    print(f"  transformers {a.dtype} {a.attention} (adapters/hf): {hf_s:.3f} s per pair (ON + OFF)")
     print(f"  kvconf model --profile {a.profile}: {kv_s:.3f} s per pair (ON + OFF + fp32 reference; whole command "
           f"{wall:.1f} s)")
     print(f"  ratio kvconf / transformers = {kv_s / hf_s:.2f}")
