@@ -1,4 +1,5 @@
 // The model suites' fixtures, prompts and case table (model_cases.hpp).
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,13 @@ engine::Sampler case_sampler(const ModelCase& c, const std::string& prompt_id) {
   s.strategy = c.strategy;
   s.seed = seed_for("model", c.id() + "/" + prompt_id);
   return s;
+}
+
+double shared_context_mean_kl(const std::vector<double>& kl, const std::optional<std::size_t>& flip) {
+  const std::size_t n = flip ? std::min(*flip + 1, kl.size()) : kl.size();
+  double sum = 0.0;
+  for (std::size_t s = 0; s < n; ++s) sum += kl[s];
+  return n ? sum / static_cast<double>(n) : 0.0;
 }
 
 engine::ProfileKernels reordered_fp32_kernels(const kernels::Registry& cpu) {

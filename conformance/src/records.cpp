@@ -202,7 +202,8 @@ json to_json(const RunPairRecord& r) {
           {"answer_off", opt(r.answer_off)},
           {"correct_on", r.correct_on},
           {"correct_off", r.correct_off},
-          {"seconds", num(r.seconds)}};
+          {"seconds", num(r.seconds)},
+          {"fp32_kl_floor", r.fp32_kl_floor ? num(*r.fp32_kl_floor) : json(nullptr)}};
 }
 
 RunPairRecord run_pair_from_json(const json& j) {
@@ -226,6 +227,7 @@ RunPairRecord run_pair_from_json(const json& j) {
   r.correct_on = get_bool(j, "", "correct_on");
   r.correct_off = get_bool(j, "", "correct_off");
   r.seconds = get_num(j, "", "seconds");
+  if (j.contains("fp32_kl_floor") && !j["fp32_kl_floor"].is_null()) r.fp32_kl_floor = get_num(j, "", "fp32_kl_floor");
   return r;
 }
 

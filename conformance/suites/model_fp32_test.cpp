@@ -53,7 +53,9 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
     RecordProperty(p.id + ".fp32_mean_kl", num17(r32.mean_kl()));
     RecordProperty(p.id + ".fp16_mean_kl", num17(r16.mean_kl()));
     if (r16.diverged()) {  // the claim is about the runs where fp16 diverges
-      kl32 += r32.mean_kl();
+      std::vector<double> steps_kl;
+      for (const analysis::StepMetrics& st : r32.steps) steps_kl.push_back(st.kl);
+      kl32 += shared_context_mean_kl(steps_kl, r32.flip);  // an fp32 flip (top-k/top-p only) ends the shared context
       kl16 += r16.mean_kl();
       floor32 += fp32_kl_floor(r32, ctx_reordered);
       ++diverged16;

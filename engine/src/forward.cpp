@@ -19,6 +19,7 @@
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/gpu.hpp"
 #include "kvconf/numerics/rounding.hpp"
+#include "faults.hpp"
 #include "ops.hpp"
 
 namespace kvconf::engine {
@@ -39,7 +40,7 @@ Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<cons
              std::size_t rows, Fault fault) {
   Vec y(rows * c.hidden);
   kernels::NormParams p;
-  p.eps = fault == Fault::rms_eps_ignored ? 0.0f : static_cast<float>(c.rms_eps);
+  p.eps = faults::norm_eps(c, fault);
   p.one_plus_weight = c.norm_one_plus_weight;
   nk.run(kernels::NormShape{rows, c.hidden}, p, x, w, y);
   return y;
@@ -56,7 +57,7 @@ void grow(KvCache& cache, std::size_t rows, bool gpu) {
   cache.capacity = cap;
 }
 
-// The attention call of layer `l` for n rows at pos0, with the fault's change to the cached path.
+// The attention call of layer `l` for n rows at pos0 (a planted fault may change it: faults.hpp).
 kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::size_t n, std::size_t pos0,
                                       std::size_t capacity, const ForwardCall& call) {
   kernels::AttentionCall a;
@@ -67,25 +68,8 @@ kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::
   a.params.scale = static_cast<double>(static_cast<float>(c.attn_scale()));
   a.params.softcap = c.attn_softcap;
   a.capacity = capacity;
-  const bool decode = call.cached_path && n == 1;
-  if (call.cached_path && call.fault == Fault::window_recompute_only) a.params.window = 0;
-  if (call.fault == Fault::window_ignored) a.params.window = 0;
-  if (call.fault == Fault::attn_scale_head_dim)
-    a.params.scale = static_cast<double>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))));
-  if (decode && call.fault == Fault::softcap_missing_decode) a.params.softcap = 0.0;
+  faults::adjust_attention(a, c, call.fault, call.cached_path, call.cached_path && n == 1);
   return a;
-}
-
-// Planted bug gqa_modulo_decode: q head h reads kv head h mod n_kv. The kernel maps head h' to kv head h' / G, so
-// q head j + i·n_kv goes to slot j·G + i (kv head j) and the output comes back the same way.
-void attention_gqa_modulo(const kernels::AttentionKernel& ak, const kernels::AttentionCall& a, const Vec& q,
-                          const Vec& kc, const Vec& vc, Vec& out) {
-  const std::size_t H = a.shape.n_heads, KV = a.shape.n_kv_heads, G = H / KV, d = a.shape.d;
-  Vec qp(q.size()), op(out.size());
-  auto slot = [&](std::size_t h) { return (h % KV) * G + h / KV; };
-  for (std::size_t h = 0; h < H; ++h) std::copy_n(q.begin() + h * d, d, qp.begin() + slot(h) * d);
-  ak.run(a, qp, kc, vc, op);
-  for (std::size_t h = 0; h < H; ++h) std::copy_n(op.begin() + slot(h) * d, d, out.begin() + h * d);
 }
 
 }  // namespace
@@ -120,17 +104,14 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   Vec x(n * D);
   for (std::size_t r = 0; r < n; ++r)
     std::copy_n(m.embed.begin() + static_cast<std::size_t>(call.tokens[r]) * D, D, x.begin() + r * D);
-  if (c.scale_embeddings)
-    ops::scale(f, x, call.fault == Fault::embed_scale_unrounded
-                         ? static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(D))))
-                         : kernels::round_double(f, std::sqrt(static_cast<double>(D))));
+  if (c.scale_embeddings) ops::scale(f, x, faults::embed_scale(c, f, call.fault));
   if (keep_hidden) trace.hidden.push_back(x);
 
   std::vector<std::size_t> positions(n);
   for (std::size_t r = 0; r < n; ++r) positions[r] = pos0 + r;
   std::vector<std::size_t> rope_positions = positions;
-  if (decode && call.fault == Fault::rope_decode_off_by_one) rope_positions[0] += 1;
-  const std::size_t write_row = (decode && call.fault == Fault::shifted_cache_row) ? pos0 - 1 : pos0;
+  rope_positions[0] = faults::rope_position(rope_positions[0], call.fault, decode);
+  const std::size_t write_row = faults::cache_write_row(pos0, call.fault, decode);
 
   const std::size_t qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
   const kernels::AttentionKernel& ak = (n == 1) ? *k.attn_decode : *k.attn_prefill;
@@ -146,10 +127,8 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
     std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
     std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
-    if (decode && call.fault == Fault::cache_store_toward_zero)
-      for (Vec* side : {&cache.k[l], &cache.v[l]})
-        for (std::size_t i = write_row * kvd; i < (write_row + 1) * kvd; ++i)
-          (*side)[i] = static_cast<float>(::kvconf::decode(f, ::kvconf::encode(f, static_cast<double>((*side)[i])) & ~1u));
+    for (Vec* side : {&cache.k[l], &cache.v[l]})
+      faults::after_cache_store(*side, write_row * kvd, (write_row + 1) * kvd, f, call.fault, decode);
     if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks) or the shifted_cache_row rewrite of pos0 − 1
       for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
         kernels::gpu_kv_track(side->data());
@@ -159,8 +138,8 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
 
     const kernels::AttentionCall a = attention_call(c, l, n, pos0, cache.capacity, call);
     Vec attn(n * qd);  // (n, H, d)
-    if (decode && call.fault == Fault::gqa_modulo_decode) attention_gqa_modulo(ak, a, q, cache.k[l], cache.v[l], attn);
-    else ak.run(a, q, cache.k[l], cache.v[l], attn);
+    if (!faults::run_attention(ak, a, q, cache.k[l], cache.v[l], attn, call.fault, decode))
+      ak.run(a, q, cache.k[l], cache.v[l], attn);
 
     Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
     Vec o_normed;

@@ -236,9 +236,14 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   for (const auto& [name, pk] : kernels)
     is_reference[name] = pk.profile.storage == Format::fp32 && pk.gemm == k32.gemm &&
                          pk.attn_prefill == k32.attn_prefill && pk.attn_decode == k32.attn_decode && pk.norm == k32.norm;
+  // The fp32 noise floor of Fp32KlRatio (conformance::fp32_kl_floor) for the reference profiles' pairs.
+  const engine::ProfileKernels k32_reordered = conformance::reordered_fp32_kernels(registry);
+  std::map<std::string, std::unique_ptr<engine::Context>> reordered;
   for (const auto& [name, pk] : kernels) {
     ctx[name] = std::make_unique<engine::Context>(*models.by_storage.at(pk.profile.storage), pk);
     ref[name] = std::make_unique<engine::Context>(*models.ref_by_storage.at(pk.profile.storage), k32);
+    if (is_reference.at(name))
+      reordered[name] = std::make_unique<engine::Context>(*models.by_storage.at(pk.profile.storage), k32_reordered);
   }
 
   // ---- 3. Run. ----
@@ -270,9 +275,12 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     po.layer_drift = o.layer_drift;
     engine::Context& c = *ctx.at(w.profile);
     analysis::PairedRun free, teacher;
-    if (is_reference.at(w.profile))
-      free = analysis::run_free(c, c, p.ids, po);
-    else
+    if (is_reference.at(w.profile)) {
+      analysis::PairOptions keep = po;
+      keep.keep_logits = true;
+      free = analysis::run_free(c, c, p.ids, keep);
+      rec.fp32_kl_floor = conformance::fp32_kl_floor(free, *reordered.at(w.profile));
+    } else
       rec.rules = conformance::check_flips_are_near_ties(c, *ref.at(w.profile), p.ids, po, po.sampler.seed, &free);
     rec.free = regime_record(free);
     free.logits_on.clear();

@@ -99,15 +99,16 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
   std::map<std::string, const RunPairRecord*> by_key;
   auto k = [](const RunPairRecord* p) { return p->strategy + "|" + std::to_string(p->seed) + "|" + p->prompt_id; };
   for (const RunPairRecord* p : p16) by_key[k(p)] = p;
-  double kl32 = 0, kl16 = 0;
-  std::size_t matched = 0, n = 0;
+  double kl32 = 0, kl16 = 0, floor32 = 0;
+  std::size_t matched = 0, n = 0, with_floor = 0;
   for (const RunPairRecord* p : p32) {
     auto it = by_key.find(k(p));
     if (it == by_key.end()) continue;
     ++matched;
     if (!it->second->free.flip) continue;
-    kl32 += p->free.mean_kl();
+    kl32 += conformance::shared_context_mean_kl(p->free.kl, p->free.flip);  // as the suite: model_cases.hpp
     kl16 += it->second->free.mean_kl();
+    if (p->fp32_kl_floor) floor32 += *p->fp32_kl_floor, ++with_floor;
     ++n;
   }
   if (n == 0) {
@@ -118,14 +119,19 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
   }
   kl32 /= static_cast<double>(n);
   kl16 /= static_cast<double>(n);
+  floor32 /= static_cast<double>(n);
   v.measured = kl16 > 0 ? kl32 / kl16 : (kl32 > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-  v.threshold = kFp32KlRatio;
+  // The paper's ratio, or the fp32 noise floor where fp16's KL is too small for it (every matched record has one).
+  const bool by_floor = with_floor == n && kl16 > 0 && floor32 / kl16 > kFp32KlRatio;
+  v.threshold = by_floor ? floor32 / kl16 : kFp32KlRatio;
   v.pass = v.measured <= v.threshold;
   v.headroom = headroom_of(v.measured, v.threshold);
   std::ostringstream d;
   d.precision(4);
   d << "mean KL(fp32) " << kl32 << " / mean KL(" << fp16_profile << ") " << kl16 << " over the " << n << " of "
     << matched << " matched pairs where " << fp16_profile << " diverged";
+  if (by_floor) d << "; threshold = the fp32 noise floor " << floor32 << " / mean KL(fp16): fp16's KL is too small "
+                  << "for the ratio " << kFp32KlRatio << " (docs/MODELS.md \"Fp32KlRatio\")";
   v.detail = d.str();
   return v;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/conformance/records.hpp"
 
 namespace kvconf::conformance {
@@ -67,6 +68,28 @@ TEST(Records, RunPairRoundTrips) {
   EXPECT_TRUE(back.correct_on);
   EXPECT_FALSE(back.correct_off);
   EXPECT_DOUBLE_EQ(back.free.mean_kl(), (0.0 + 1e-7 + 0.25 + 3.5) / 4);
+  EXPECT_FALSE(back.fp32_kl_floor.has_value());
+}
+
+// The fp32 reference pairs' noise floor (Fp32KlRatio) survives; a record without the field (older files) reads as none.
+TEST(Records, Fp32KlFloorRoundTripsAndIsOptional) {
+  RunPairRecord r = sample_pair();
+  r.fp32_kl_floor = 4.5103691e-09;
+  nlohmann::json j = to_json(r);
+  const RunPairRecord back = run_pair_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.fp32_kl_floor.has_value());
+  EXPECT_EQ(*back.fp32_kl_floor, *r.fp32_kl_floor);
+  j.erase("fp32_kl_floor");
+  EXPECT_FALSE(run_pair_from_json(j).fp32_kl_floor.has_value());
+}
+
+// kvconf model's Fp32KlRatio takes fp32's KL over the steps both paths share: up to and including a flip.
+TEST(Records, SharedContextMeanKlStopsAtTheFlip) {
+  const std::vector<double> kl = {1.0, 3.0, 100.0, 200.0};
+  EXPECT_DOUBLE_EQ(shared_context_mean_kl(kl, std::nullopt), 76.0);
+  EXPECT_DOUBLE_EQ(shared_context_mean_kl(kl, std::size_t{1}), 2.0);
+  EXPECT_DOUBLE_EQ(shared_context_mean_kl(kl, std::size_t{9}), 76.0);
+  EXPECT_DOUBLE_EQ(shared_context_mean_kl({}, std::nullopt), 0.0);
 }
 
 TEST(Records, NonFiniteNumbersSurvive) {

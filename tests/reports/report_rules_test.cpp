@@ -77,6 +77,40 @@ TEST(ReportRules, Fp32GreedyDivergenceFails) {
   EXPECT_EQ(t->measured, 1.0);
 }
 
+// Where fp16's KL is too small for the ratio, the fp32 records' noise floor (fp32_kl_floor) is the threshold; an fp32
+// pair that flipped counts only its shared-context steps (docs/MODELS.md "Fp32KlRatio").
+TEST(ReportRules, Fp32KlRatioUsesTheNoiseFloorAndTheSharedContext) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:00", 8, 2, 1e-6, 1e-4));
+  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-12, 0));
+  const auto& p16 = in.pairs[0].free.kl;
+  double kl16 = 0;
+  for (double x : p16) kl16 += x;
+  kl16 /= double(p16.size());
+  ASSERT_GT(1e-12 / kl16, 1e-8) << "the synthetic fp16 KL must be small enough for the ratio to fail";
+  auto v = evaluate_rules(in);
+  const RuleVerdict* r = find(v, "model.m.fp32", "Fp32KlRatio");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->pass) << "without a floor the ratio decides: " << r->detail;
+  in.pairs[1].fp32_kl_floor = 1e-10;  // a floor above the fp32 KL: the threshold becomes floor / KL16
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp32", "Fp32KlRatio");
+  EXPECT_TRUE(r->pass) << r->detail;
+  EXPECT_DOUBLE_EQ(r->threshold, 1e-10 / kl16);
+  in.pairs[1].fp32_kl_floor = 1e-13;  // a floor below the fp32 KL (and below 1e-8 × KL16): the ratio decides again
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp32", "Fp32KlRatio");
+  EXPECT_FALSE(r->pass) << r->detail;
+  EXPECT_DOUBLE_EQ(r->threshold, 1e-8);
+  // An fp32 pair that flipped at step 1 under sampling: only steps 0 and 1 count (the rest measure other contexts).
+  in.pairs[1] = synthetic_pair("m", "fp32", "topk", 0, "ids:00", 8, 1, 1e-16, 5.0);
+  in.pairs[0] = synthetic_pair("m", "fp16-eager", "topk", 0, "ids:00", 8, 2, 1e-6, 1.0);
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp32", "Fp32KlRatio");
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->pass) << r->detail;
+}
+
 TEST(ReportRules, Fp32KlRatioOverTheFp16DivergedPrompts) {
   ReportInput in;
   // fp16 diverges on ids:00 (mean KL (7·1e-6 + ... ) and not on ids:01; fp32 stays near 1e-16 per step.

@@ -88,6 +88,12 @@ CheckResults flip_rules(const analysis::PairedRun& run, const std::vector<int>& 
 // (conformance/suites/model_fp32_test.cpp) and the reports' rule (reports/src/rules.cpp). docs/MODELS.md "Fp32KlRatio".
 inline constexpr double kFp32KlRatio = 1e-8;
 
+// The mean per-step KL of a free-running pair over the steps whose context both paths share: every step, or, when the
+// pair flipped at step t, steps 0..t (after t the paths condition on different text). Fp32KlRatio takes fp32's KL this
+// way: an fp32 flip under top-k/top-p is a legitimate near-tie at the cut-off (recorded, not gated), and the KL after
+// it measures the different contexts, not fp32 rounding (the paper's fp32 runs never flip).
+double shared_context_mean_kl(const std::vector<double>& kl, const std::optional<std::size_t>& flip);
+
 // kvconf's fp32 profile with every reduction in another order (sequential GEMM g1 for blocked g3, FA2-order
 // attention A1 for eager A6, norm r2 for r1): the same arithmetic summed differently. S32 = ‖z_fp32 − z_reordered‖∞ on
 // one token sequence is how far fp32 rounding alone moves the logits: the yardstick of the transformers cross-check

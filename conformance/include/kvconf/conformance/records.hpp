@@ -43,6 +43,9 @@ struct RunPairRecord {
   std::optional<std::string> answer_on, answer_off; // the last number of each path's generated text
   bool correct_on = false, correct_off = false;
   double seconds = 0.0;   // wall time of this pair
+  // fp32 reference profiles only: the pair's fp32 noise floor (conformance::fp32_kl_floor), Fp32KlRatio's bound where
+  // fp16's KL is too small for the paper's ratio (docs/MODELS.md "Fp32KlRatio"); absent in other and older records.
+  std::optional<double> fp32_kl_floor;
   std::string key() const;  // "model|profile|strategy|seed|prompt_id": resume and merge key
 };
 
