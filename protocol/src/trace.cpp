@@ -174,6 +174,28 @@ Trace read_trace(const fs::path& file) {
         t.hidden[r][l].assign(v.begin() + static_cast<std::ptrdiff_t>((r * L1 + l) * H),
                               v.begin() + static_cast<std::ptrdiff_t>((r * L1 + l + 1) * H));
   }
+  const engine::TensorView* kr = st->find("k_rows");
+  const engine::TensorView* vr = st->find("v_rows");
+  if (kr || vr) {
+    const char* name = kr ? "k_rows" : "v_rows";
+    if (!kr || !vr) bad(file, kr ? "v_rows" : "k_rows", "missing (k_rows and v_rows come together)");
+    if (!t.cache_on) bad(file, name, "present in a cache_off trace (only the cache-ON path writes a cache)");
+    if (t.n_layers == 0) bad(file, "model.n_layers", "required when the trace has k_rows and v_rows");
+    if (kr->shape.size() != 3 || kr->shape[0] != t.n_layers || kr->shape[1] == 0 || kr->shape[2] == 0)
+      bad(file, "k_rows", "expected shape [" + std::to_string(t.n_layers) + ",N,D_kv] (model.n_layers, rows, kv width)");
+    if (vr->shape != kr->shape) bad(file, "v_rows", "shape differs from k_rows'");
+    t.kv_rows = kr->shape[1];
+    t.kv_dim = kr->shape[2];
+    if (t.kv_rows > t.prompt_ids.size() + T)
+      bad(file, "k_rows", std::to_string(t.kv_rows) + " rows, more than the " +
+                              std::to_string(t.prompt_ids.size() + T) + " positions of the prompt and the tokens");
+    t.k_rows = kr->to_float();
+    t.v_rows = vr->to_float();
+    for (const auto* side : {&t.k_rows, &t.v_rows})
+      for (std::size_t i = 0; i < side->size(); ++i)
+        if (!std::isfinite((*side)[i]))
+          bad(file, side == &t.k_rows ? "k_rows" : "v_rows", "non-finite value at flat index " + std::to_string(i));
+  }
   return t;
 }
 

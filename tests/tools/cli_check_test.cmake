@@ -42,7 +42,8 @@ foreach(case "wrong_shape:field 'logits': shape"
              "no_metadata:field '__metadata__.kvconf.trace': missing"
              "format_2:field 'format': 'kvconf.trace/2'"
              "draws_outside:field 'draws.5.'"
-             "truncated:truncated.safetensors: truncated")
+             "truncated:truncated.safetensors: truncated"
+             "kv_in_off:field 'k_rows': present in a cache_off trace")
   string(FIND "${case}" ":" colon)
   string(SUBSTRING "${case}" 0 ${colon} name)
   math(EXPR start "${colon} + 1")

@@ -43,7 +43,9 @@ def main(out):
     toks = [int(i) for i in z.astype(np.float32).argmax(axis=1)]
     good_on = meta("cache_on", generated_ids=toks)
     good_off = meta("cache_off", generated_ids=toks)
-    write(f"{out}/good.on.safetensors", good_on, {"logits": z})
+    kv = np.random.default_rng(2).normal(size=(2, len(PROMPT) + T - 1, 4)).astype(np.float16)  # (L, N, D_kv)
+    good_on_kv = dict(good_on, model={"name": "toy", "vocab_size": V, "n_layers": 2})
+    write(f"{out}/good.on.safetensors", good_on_kv, {"logits": z, "k_rows": kv, "v_rows": kv})
     write(f"{out}/good.off.safetensors", good_off, {"logits": z})
     # A pair whose cache-OFF prefill logits differ in one element by one fp16 ulp: prefill_logits_bitwise fails.
     z2 = z.copy()
@@ -59,6 +61,8 @@ def main(out):
         "no_metadata": (None, {"logits": z}),
         "format_2": (meta("cache_off", generated_ids=toks, format="kvconf.trace/2"), {"logits": z}),
         "draws_outside": (meta("cache_off", generated_ids=toks, draws=[0.5] * (T - 1) + [1.5]), {"logits": z}),
+        "kv_in_off": (meta("cache_off", generated_ids=toks, model={"name": "toy", "vocab_size": V, "n_layers": 2}),
+                      {"logits": z, "k_rows": np.zeros((2, 9, 4), np.float16), "v_rows": np.zeros((2, 9, 4), np.float16)}),
     }
     for name, (m, tensors) in bad.items():
         path = f"{out}/{name}.safetensors"

@@ -31,6 +31,8 @@ struct Trace {
   std::vector<std::vector<float>> logits;             // (T, V), widened exactly
   std::size_t n_layers = 0, hidden_size = 0;          // model.n_layers / model.hidden_size (0 when absent)
   std::vector<std::vector<std::vector<float>>> hidden;  // (T, L + 1, H) when the trace has hidden_states, else empty
+  std::size_t kv_rows = 0, kv_dim = 0;                 // N and D_kv of k_rows / v_rows (L, N, D_kv); 0 when absent
+  std::vector<float> k_rows, v_rows;                   // (L, N, D_kv) flattened, cache_on traces only
 
   // "<fp32|fp16|bf16>-<engine>-<attention>": the profile name the reports group this engine configuration under.
   std::string profile() const;
