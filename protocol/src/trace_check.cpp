@@ -74,38 +74,51 @@ conformance::CheckResult prefill_bitwise(const TracePair& p) {
 
 engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
 
+// The record's identity (model, profile, strategy, seed, prompt): what key() is made of.
+conformance::RunPairRecord record_of(const Trace& t) {
+  conformance::RunPairRecord r;
+  r.model = t.model_name;
+  r.profile = t.profile();
+  r.strategy = t.strategy;
+  r.prompt_id = t.prompt_id;
+  r.seed = t.seed;
+  return r;
+}
+
 }  // namespace
 
 conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff) {
   const auto t0 = std::chrono::steady_clock::now();
   const analysis::PairedRun run = paired_run(p);
-  conformance::RunPairRecord rec;
-  rec.model = p.on.model_name;
-  rec.profile = p.on.profile();
-  rec.strategy = p.on.strategy;
-  rec.prompt_id = p.on.prompt_id;
-  rec.seed = p.on.seed;
+  conformance::RunPairRecord rec = record_of(p.on);
   rec.max_new_tokens = run.steps.size();
   rec.prompt_tokens = p.on.prompt_ids.size();
   rec.free = regime_record(run);
   rec.rules.push_back(prefill_bitwise(p));
+  // The fp32 replay (cache OFF) of the prompt and the first s cache-OFF tokens, computed once per step and shared by
+  // the flip rules (steps up to the flip) and the replay difference (every step).
   conformance::ReferenceLogits z_ref;
   std::unique_ptr<engine::Context> ctx;
+  std::vector<std::vector<float>> replay;  // (steps computed so far, V)
+  auto replay_at = [&](std::size_t s) -> const std::vector<float>& {
+    while (replay.size() <= s) {
+      std::vector<int> seq = p.off.prompt_ids;
+      seq.insert(seq.end(), run.tokens_off.begin(), run.tokens_off.begin() + static_cast<std::ptrdiff_t>(replay.size()));
+      replay.push_back(ctx->recompute(seq));
+    }
+    return replay[s];
+  };
   if (fp32) {
     static const kernels::Registry registry = kernels::cpu_registry();  // must outlive the context's kernels
     ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry));
-    z_ref = [&ctx](const std::vector<int>& seq) { return ctx->recompute(seq); };
+    z_ref = [&](const std::vector<int>& seq) { return replay_at(seq.size() - p.off.prompt_ids.size()); };
   }
   for (conformance::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))
     rec.rules.push_back(std::move(r));
-  if (fp32 && replay_diff) {
-    // The replay over every cache-OFF step (not only up to the flip): how far this engine is from kvconf's fp32.
-    std::vector<int> seq = p.off.prompt_ids;
+  if (fp32 && replay_diff) {  // over every cache-OFF step, not only up to the flip: how far this engine is from fp32
     double worst = 0.0;
-    for (std::size_t s = 0; s < run.logits_off.size(); ++s) {
-      worst = std::max(worst, analysis::max_abs_diff(run.logits_off[s], ctx->recompute(seq)));
-      seq.push_back(run.tokens_off[s]);
-    }
+    for (std::size_t s = 0; s < run.logits_off.size(); ++s)
+      worst = std::max(worst, analysis::max_abs_diff(run.logits_off[s], replay_at(s)));
     *replay_diff = worst;
   }
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -130,11 +143,9 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
   }
   std::set<std::string> keys;
   for (const TracePair& p : pairs) {
-    conformance::RunPairRecord k;
-    k.model = p.on.model_name, k.profile = p.on.profile(), k.strategy = p.on.strategy, k.seed = p.on.seed;
-    k.prompt_id = p.on.prompt_id;
-    if (!keys.insert(k.key()).second)
-      throw BadInput(p.on.file.string() + ": a second pair recorded as " + k.key() +
+    const std::string key = record_of(p.on).key();
+    if (!keys.insert(key).second)
+      throw BadInput(p.on.file.string() + ": a second pair recorded as " + key +
                      " (same model, dtype, engine, attention, strategy, seed and prompt_id as another pair)");
   }
   std::error_code ec;
@@ -165,13 +176,7 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
   }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const TracePair& p = pairs[i];
-    conformance::RunPairRecord key;
-    key.model = p.on.model_name;
-    key.profile = p.on.profile();
-    key.strategy = p.on.strategy;
-    key.seed = p.on.seed;
-    key.prompt_id = p.on.prompt_id;
-    const auto it = done.find(key.key());
+    const auto it = done.find(record_of(p.on).key());
     if (it != done.end()) {
       res.records.push_back(it->second);
       ++res.resumed;
