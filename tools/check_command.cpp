@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "cli_output.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/trace_check.hpp"
 #include "kvconf/reports/report.hpp"
@@ -14,12 +15,6 @@ namespace kvconf::tools {
 namespace {
 
 using protocol::BadInput;
-
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
 
 void print_summary(const protocol::TraceCheckResult& r) {
   struct Group {
@@ -90,11 +85,7 @@ int check_command(const CheckCliOptions& c) {
     in.pairs = r.records;
     in.meta = provenance("kvconf check");
     in.meta.update({{"traces", o.inputs}, {"model", c.model}, {"pairs", r.records.size()}});
-    const auto verdicts = reports::evaluate_rules(in);
-    reports::write_report(in, c.out);
-    std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());
-    for (const auto& v : verdicts) failed_rules += !v.pass;
-    std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", c.out.c_str());
+    failed_rules = write_report_with_summary(in, c.out);
   } catch (const BadInput& e) {
     std::fprintf(stderr, "kvconf check: %s\n", one_line(e.what()).c_str());
     return 2;
@@ -102,16 +93,7 @@ int check_command(const CheckCliOptions& c) {
     std::fprintf(stderr, "kvconf check: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
-  std::size_t failed = 0;
-  for (const conformance::RunPairRecord& p : r.records)
-    if (!conformance::all_pass(p.rules)) {
-      for (const conformance::CheckResult& x : p.rules)
-        if (!x.pass && failed < 5)
-          std::printf("FAIL %s %s: error=%.6g bound=%.6g %s\n", p.key().c_str(), x.rule.c_str(), x.error, x.bound,
-                      x.detail.c_str());
-      ++failed;
-    }
-  if (failed) std::printf("kvconf check: %zu of %zu pairs failed a rule\n", failed, r.records.size());
+  const std::size_t failed = print_failed_pairs(r.records, "kvconf check");
   return (failed || failed_rules) ? 1 : 0;
 }
 

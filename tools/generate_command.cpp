@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_output.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/generate.hpp"
@@ -69,14 +70,6 @@ std::string num(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
-}
-
-// Messages become exactly one line.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
 }
 
 engine::Sampler make_sampler(const GenerateCliOptions& o) {

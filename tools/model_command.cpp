@@ -8,6 +8,7 @@
 #include <exception>
 #include <map>
 
+#include "cli_output.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/reports/report.hpp"
@@ -16,13 +17,6 @@
 
 namespace kvconf::tools {
 namespace {
-
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
 
 std::size_t positive(long long v, const char* flag, bool zero_ok = false) {
   if (v < (zero_ok ? 0 : 1))
@@ -197,11 +191,7 @@ int model_command(const ModelCliOptions& c) {
     in.meta = provenance("kvconf model");
     in.meta.update({{"model", o.model}, {"shard", o.shard.str()}, {"max_new_tokens", o.max_new_tokens}, {"n", o.n},
                     {"sample_seed", o.sample_seed}});
-    const auto verdicts = reports::evaluate_rules(in);
-    reports::write_report(in, o.out);
-    std::printf("\n%s", reports::terminal_summary(in, verdicts).c_str());
-    for (const auto& v : verdicts) failed_rules += !v.pass;
-    std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
+    failed_rules = write_report_with_summary(in, o.out);
   } catch (const BadInput& e) {
     std::fprintf(stderr, "kvconf model: %s\n", one_line(e.what()).c_str());
     return 2;
@@ -209,17 +199,7 @@ int model_command(const ModelCliOptions& c) {
     std::fprintf(stderr, "kvconf model: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
-  std::size_t failed = 0;
-  for (const conformance::RunPairRecord& p : r.records)
-    if (!conformance::all_pass(p.rules)) {
-      if (failed < 5)
-        for (const conformance::CheckResult& x : p.rules)
-          if (!x.pass)
-            std::printf("FAIL %s %s: error=%.6g bound=%.6g %s\n", p.key().c_str(), x.rule.c_str(), x.error, x.bound,
-                        x.detail.c_str());
-      ++failed;
-    }
-  if (failed) std::printf("kvconf model: %zu of %zu pairs failed a rule\n", failed, r.records.size());
+  const std::size_t failed = print_failed_pairs(r.records, "kvconf model");
   if (failed_rules) std::printf("kvconf model: %zu conformance rules failed\n", failed_rules);
   return (failed || failed_rules) ? 1 : 0;
 }
