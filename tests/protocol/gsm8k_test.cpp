@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "bad_input_message.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "temp_dir.hpp"
 
@@ -20,16 +21,6 @@ std::filesystem::path write(const std::string& body) {
   return f;
 }
 
-// The message of the BadInput `f` throws ("" when it throws none).
-template <class F>
-std::string bad_input(F f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Gsm8k, ReadsProblemsAndGold) {
   const auto f = write(

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "bad_input_message.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
 #include "temp_dir.hpp"
@@ -49,15 +50,6 @@ std::vector<nlohmann::json> timeless(const std::vector<conformance::RunPairRecor
   return out;
 }
 
-template <class F>
-std::string bad_input(F f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(ProtocolPlan, ShardsPartitionThePlan) {
   const std::vector<std::string> profiles = {"fp16-eager", "fp32"}, strategies = {"greedy", "topk", "topp"};
