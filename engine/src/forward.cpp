@@ -16,9 +16,7 @@
 #include <string>
 
 #include "kvconf/engine/error.hpp"
-#include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/gpu.hpp"
-#include "kvconf/numerics/rounding.hpp"
 #include "faults.hpp"
 #include "ops.hpp"
 
