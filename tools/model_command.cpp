@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 
 #include "cli_output.hpp"
 #include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/slurm_shard.hpp"
 #include "provenance.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
@@ -130,7 +132,7 @@ ProtocolOptions protocol_options(const ModelCliOptions& c) {
   if (c.out.empty()) throw BadInput("--out must name a directory");
   o.out = c.out;
   o.resume = c.resume;
-  o.shard = parse_shard(c.shard);
+  o.shard = choose_shard(c.shard, c.shard_given, std::getenv).shard;  // --shard, else a Slurm array task's
   o.fixtures_dir = KVCONF_FIXTURES_DIR;
   o.shared_dir = KVCONF_SHARED_DIR;
   return o;
@@ -168,8 +170,11 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
   m->add_flag("--no-layer-drift", o.no_layer_drift, "Do not record per-layer drift (teacher-forced)");
   m->add_option("--out", o.out, "Results directory")->capture_default_str();
   m->add_flag("--resume", o.resume, "Continue the run in --out: finished pairs are not redone (options must match)");
-  m->add_option("--shard", o.shard, "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order")
-      ->capture_default_str();
+  m->add_option("--shard", o.shard,
+                "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"
+                "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT, when set; docs/SLURM.md)")
+      ->capture_default_str()
+      ->each([&o](const std::string&) { o.shard_given = true; });
   return m;
 }
 
@@ -178,6 +183,8 @@ int model_command(const ModelCliOptions& c) {
   std::size_t failed_rules = 0;
   try {
     const ProtocolOptions o = protocol_options(c);
+    if (const std::string from = choose_shard(c.shard, c.shard_given, std::getenv).source; !from.empty())
+      std::printf("kvconf model: shard %s from %s\n", o.shard.str().c_str(), from.c_str());
     ProgressBar bar("kvconf model");
     r = run_protocol(o, [&bar](const Progress& p) { bar.update(p); });
     bar.finish();

@@ -31,6 +31,7 @@ struct ModelCliOptions {
   std::string out = "kvconf-out";
   bool resume = false;
   std::string shard = "0/1";
+  bool shard_given = false;                     // --shard on the command line (else a Slurm array task's shard)
 };
 
 CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o);

@@ -6,6 +6,7 @@
 
 #include "kvconf/reports/report.hpp"
 #include "provenance.hpp"
+#include "shard_check.hpp"
 
 namespace kvconf::tools {
 
@@ -14,11 +15,15 @@ CLI::App* add_report_command(CLI::App& app, ReportCliOptions& o) {
       "report",
       "Render or re-render reports from result folders (DIR/pairs.jsonl, DIR/kernels.jsonl). Several --in folders\n"
       "(the shards of one run, --shard I/N) are merged record by record; the same record with different content in\n"
-      "two folders is an error. Writes report.json, report.md, report.html and junit.xml to --out.\n"
+      "two folders is an error. Each `kvconf model` run among them (the folders whose manifest.json has the same\n"
+      "options but --shard) must hold every planned pair exactly once: a pair missing (unless --partial) or in two\n"
+      "folders is an error naming the pair and the folders. Writes report.json, report.md, report.html and junit.xml\n"
+      "to --out.\n"
       "Exit status: 0 all conformance rules pass, 1 a rule failed, 2 bad input.");
   rep->add_option("--in", o.in, "Result folder(s) to read (repeat, or list several)")->required()->expected(1, -1);
   rep->add_option("--out", o.out, "Folder for the report files")->required();
   rep->add_option("--title", o.title, "Report title")->capture_default_str();
+  rep->add_flag("--partial", o.partial, "Report runs whose planned pairs are not all there yet (unfinished shards)");
   return rep;
 }
 
@@ -27,6 +32,8 @@ int report_command(const ReportCliOptions& o) {
     for (const auto& d : o.in)
       if (!std::filesystem::is_directory(d)) throw std::runtime_error("--in " + d.string() + ": not a folder");
     reports::ReportInput in = reports::read_results(o.in);
+    const ShardCoverage coverage = check_shard_coverage(o.in, o.partial);
+    for (const std::string& note : coverage.notes) std::printf("kvconf report: %s\n", note.c_str());
     in.title = o.title;
     nlohmann::json dirs = nlohmann::json::array();
     for (const auto& d : o.in) dirs.push_back(d.string());
