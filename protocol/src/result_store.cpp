@@ -17,8 +17,9 @@ namespace kvconf::protocol {
 
 namespace {
 
-// Lines of `file`; `torn` is set when the file does not end with a newline (its last line was cut by a kill).
-std::vector<std::string> read_lines(const std::filesystem::path& file, bool& torn) {
+// Lines of `file`; `torn` is set when the file does not end with a newline (its last line was cut by a kill);
+// `complete_bytes` is the length of the file up to and including its last newline.
+std::vector<std::string> read_lines(const std::filesystem::path& file, bool& torn, std::size_t& complete_bytes) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw BadInput("cannot read " + file.string() + ": " + std::strerror(errno));
   std::stringstream ss;
@@ -36,12 +37,14 @@ std::vector<std::string> read_lines(const std::filesystem::path& file, bool& tor
     lines.push_back(all.substr(start, nl - start));
     start = nl + 1;
   }
+  complete_bytes = start;
   return lines;
 }
 
-std::vector<nlohmann::json> parse_lines(const std::filesystem::path& file, bool& dropped_torn) {
-  bool torn = false;
-  std::vector<std::string> lines = read_lines(file, torn);
+// `torn`: the file does not end with a newline; `dropped_torn`: that last line did not parse and was left out.
+std::vector<nlohmann::json> parse_lines(const std::filesystem::path& file, bool& dropped_torn, bool& torn,
+                                        std::size_t& complete_bytes) {
+  std::vector<std::string> lines = read_lines(file, torn, complete_bytes);
   std::vector<nlohmann::json> out;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
@@ -61,8 +64,9 @@ std::vector<nlohmann::json> parse_lines(const std::filesystem::path& file, bool&
 }  // namespace
 
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file) {
-  bool dropped = false;
-  return parse_lines(file, dropped);
+  bool dropped = false, torn = false;
+  std::size_t complete = 0;
+  return parse_lines(file, dropped, torn, complete);
 }
 
 JsonlStore::JsonlStore(std::filesystem::path file, bool resume,
@@ -82,7 +86,9 @@ JsonlStore::JsonlStore(std::filesystem::path file, bool resume,
   }
   if (exists && resume) {
     try {
-      records_ = parse_lines(file_, dropped_torn_);
+      bool torn = false;
+      std::size_t complete_bytes = 0;
+      records_ = parse_lines(file_, dropped_torn_, torn, complete_bytes);
       for (std::size_t i = 0; i < records_.size(); ++i) {
         try {
           keys_.insert(key_of_(records_[i]));
@@ -90,13 +96,15 @@ JsonlStore::JsonlStore(std::filesystem::path file, bool resume,
           throw BadInput(file_.string() + " record " + std::to_string(i + 1) + ": " + e.what());
         }
       }
+      // So that the next append starts on a fresh line (we hold the lock; the file is ours): cut a torn tail off
+      // (one ftruncate: the finished records before it are never rewritten, so a kill here loses none of them), or
+      // end a last record that is whole but lacks its newline.
       if (dropped_torn_) {
-        // Cut the torn tail so the next append starts on a fresh line (we hold the lock; the file is ours).
-        std::string body;
-        for (const auto& r : records_) body += r.dump() + "\n";
-        if (::ftruncate(fd_, 0) != 0 || ::write(fd_, body.data(), body.size()) != static_cast<ssize_t>(body.size()) ||
-            ::fsync(fd_) != 0)
-          throw BadInput("cannot rewrite " + file_.string() + " without its torn last line: " + std::strerror(errno));
+        if (::ftruncate(fd_, static_cast<off_t>(complete_bytes)) != 0 || ::fsync(fd_) != 0)
+          throw BadInput("cannot cut the torn last line off " + file_.string() + ": " + std::strerror(errno));
+      } else if (torn) {
+        if (::write(fd_, "\n", 1) != 1 || ::fsync(fd_) != 0)
+          throw BadInput("cannot end the last line of " + file_.string() + ": " + std::strerror(errno));
       }
     } catch (...) {
       ::close(fd_);
@@ -113,16 +121,24 @@ JsonlStore::~JsonlStore() {
 void JsonlStore::append(const nlohmann::json& record) {
   const std::string key = key_of_(record);
   const std::string line = record.dump() + "\n";
+  // Where this record starts: on a failed write or fsync (a full disk) the file is cut back to it, so it never holds
+  // a torn line or a record that may not be on disk, and a --resume once there is space redoes only this one.
+  const off_t start = ::lseek(fd_, 0, SEEK_END);
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    if (start >= 0 && ::ftruncate(fd_, start) == 0) ::fsync(fd_);
+    throw std::runtime_error("cannot " + std::string(what) + " " + file_.string() + ": " + std::strerror(err));
+  };
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t w = ::write(fd_, line.data() + done, line.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error("cannot append to " + file_.string() + ": " + std::strerror(errno));
+      fail("append to");
     }
     done += static_cast<std::size_t>(w);
   }
-  if (::fsync(fd_) != 0) throw std::runtime_error("cannot fsync " + file_.string() + ": " + std::strerror(errno));
+  if (::fsync(fd_) != 0) fail("fsync");
   records_.push_back(record);
   keys_.insert(key);
 }

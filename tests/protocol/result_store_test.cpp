@@ -1,6 +1,9 @@
 // Unit tests of the JSONL result store (append + fsync, resume by key, a torn last line dropped) and --shard parsing.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <fstream>
 #include <set>
 
@@ -59,6 +62,61 @@ TEST(JsonlStore, TornLastLineIsDroppedOnResume) {
   EXPECT_FALSE(s.has("c"));
   s.append({{"k", "c"}});
   EXPECT_EQ(read_text(f), "{\"k\":\"a\"}\n{\"k\":\"b\"}\n{\"k\":\"c\"}\n");
+}
+
+// The torn tail is cut off in place: the finished records' bytes are never rewritten (a kill during the resume itself
+// cannot lose them), even where their text is not what dump() would write.
+TEST(JsonlStore, TornTailIsCutWithoutRewritingFinishedRecords) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  write_text(f, "{\"k\": \"a\"}\n{ \"k\":\"b\" }\n{\"k\":\"c\",\"v\":[1");
+  {
+    JsonlStore s(f, true, key_of);
+    EXPECT_TRUE(s.dropped_torn_line());
+  }
+  EXPECT_EQ(read_text(f), "{\"k\": \"a\"}\n{ \"k\":\"b\" }\n");
+}
+
+// A last record that is whole but lacks its newline is kept, and the next record starts on a line of its own.
+TEST(JsonlStore, WholeLastRecordWithoutNewlineIsKept) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  write_text(f, "{\"k\":\"a\"}\n{\"k\":\"b\"}");
+  JsonlStore s(f, true, key_of);
+  EXPECT_FALSE(s.dropped_torn_line());
+  EXPECT_TRUE(s.has("b"));
+  s.append({{"k", "c"}});
+  EXPECT_EQ(read_text(f), "{\"k\":\"a\"}\n{\"k\":\"b\"}\n{\"k\":\"c\"}\n");
+}
+
+// A write that fails part-way (here the file-size limit, as a full disk would) leaves no torn line: the file is cut
+// back to the finished records, the error names the file, and the record is not counted as done.
+TEST(JsonlStore, FailedAppendLeavesNoTornLine) {
+  const auto f = test::temp_dir("kvconf_store") / "pairs.jsonl";
+  const std::string big(4096, 'x');
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  std::string what;
+  {
+    JsonlStore s(f, false, key_of);
+    s.append({{"k", "a"}});
+    rlimit lim = old;
+    lim.rlim_cur = 1000;  // the next record (4 KiB) is written in part, then write() fails with EFBIG
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+    try {
+      s.append({{"k", "b"}, {"v", big}});
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_FALSE(s.has("b"));
+  }
+  EXPECT_NE(what.find("pairs.jsonl"), std::string::npos) << "no error naming the file: '" << what << "'";
+  EXPECT_EQ(read_text(f), "{\"k\":\"a\"}\n") << "a torn record was left behind";
+  JsonlStore r(f, true, key_of);
+  EXPECT_FALSE(r.dropped_torn_line());
+  EXPECT_TRUE(r.has("a"));
+  EXPECT_FALSE(r.has("b"));
 }
 
 TEST(JsonlStore, CorruptLineInTheMiddleNamesFileAndLine) {
