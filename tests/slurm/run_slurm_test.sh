@@ -10,6 +10,7 @@ KVCONF=$(realpath "$1"); SRC=$(realpath "$2"); WORK=$3
 TASKS=3
 ARGS="--model fixture:llama2-tiny --profile fp16-eager --n 3 --seeds 0 --strategies greedy,topk --max-new-tokens 8"
 start=$(date +%s)
+export PATH=$PATH:/usr/sbin:/sbin  # slurmctld, slurmd and munged live in /usr/sbin
 say() { echo "slurm-test: $*"; }
 fail() { echo "slurm-test: FAIL: $*" >&2; exit 1; }
 
@@ -21,7 +22,8 @@ if missing; then
   if [ "${SUDO[*]}" = none ] || ! { "${SUDO[@]}" apt-get update -qq &&
        DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends slurm-wlm munge \
          >"$WORK.apt.log" 2>&1; }; then
-    msg="cannot install slurm-wlm and munge (need root or passwordless sudo, and Debian's package archive; log: $WORK.apt.log)"
+    msg="cannot install slurm-wlm and munge (need root or passwordless sudo, and Debian's package archive"
+    if [ "${SUDO[*]}" = none ]; then msg+="; not root and sudo -n fails)"; else msg+="; apt log: $WORK.apt.log)"; fi
     if [ "${KVCONF_SLURM_TEST:-}" = skip ]; then say "SKIP: $msg (KVCONF_SLURM_TEST=skip)"; exit 77; fi
     fail "$msg; set KVCONF_SLURM_TEST=skip to skip this test where Slurm cannot be had"
   fi
