@@ -41,7 +41,7 @@ std::vector<Prompt> read_prompts(const std::filesystem::path& file) {
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // also out_of_range: a number beyond double
     bad(file, "", std::string("not valid JSON: ") + e.what());
   }
   if (!root.is_object() || !root.contains("prompts")) bad(file, "prompts", "missing");

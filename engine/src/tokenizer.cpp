@@ -15,8 +15,16 @@ Tokenizer Tokenizer::load(const std::filesystem::path& model) {
   if (!std::filesystem::is_regular_file(model)) fail(file, "", "no such tokenizer file");
   Tokenizer t;
   t.sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = t.sp_->Load(file);
-  if (!status.ok()) fail(file, "", "not a SentencePiece model: " + status.ToString());
+  // libsentencepiece reports most defects in its status, but some malformed models throw from inside it (its
+  // double-array trie builder: "failed to insert key: zero-length key"): both are this file's error.
+  try {
+    const auto status = t.sp_->Load(file);
+    if (!status.ok()) fail(file, "", "not a SentencePiece model: " + status.ToString());
+  } catch (const LoadError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(file, "", std::string("not a SentencePiece model: ") + e.what());
+  }
   return t;
 }
 

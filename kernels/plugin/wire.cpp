@@ -57,7 +57,14 @@ std::string serialize(const std::vector<KernelEntry>& table) {
 
 std::vector<KernelEntry> deserialize(const std::string& bytes) {
   Reader r{bytes};
-  std::vector<KernelEntry> t(r.u32());
+  // Every entry takes at least kMinEntry bytes: a count the bytes cannot hold is refused before anything is allocated.
+  constexpr std::size_t kMinEntry = 11 * sizeof(std::uint32_t);
+  const std::uint32_t n = r.u32();
+  if (n > (bytes.size() - r.at) / kMinEntry)
+    throw std::runtime_error("truncated kernel table from the worker: " + std::to_string(n) + " kernels announced, " +
+                             std::to_string(bytes.size() - r.at) + " bytes follow (at least " +
+                             std::to_string(kMinEntry) + " per kernel)");
+  std::vector<KernelEntry> t(n);
   for (KernelEntry& e : t) {
     e.name = r.str();
     e.name_null = r.u32() != 0;

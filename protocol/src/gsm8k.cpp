@@ -122,7 +122,7 @@ std::vector<Gsm8kProblem> read_gsm8k(const std::filesystem::path& jsonl) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // also out_of_range: a number beyond double
       throw BadInput(where + "not a JSON object (" + e.what() + ")");
     }
     if (!j.is_object()) throw BadInput(where + "expected a JSON object with fields 'question' and 'answer'");

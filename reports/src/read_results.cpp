@@ -37,7 +37,7 @@ std::vector<std::pair<std::size_t, json>> read_jsonl_lines(const fs::path& file)
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       out.emplace_back(line, json::parse(text));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // also out_of_range: a number beyond double
       if (last_unterminated) break;  // torn last line
       throw std::runtime_error(file.string() + " line " + std::to_string(line) + ": not a JSON record (" + e.what() +
                                ")");
@@ -100,7 +100,7 @@ ReportInput read_results(const std::vector<fs::path>& dirs) {
       std::ifstream m(manifest);
       try {
         in.meta["manifests"].push_back(json::parse(m));
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // also out_of_range: a number beyond double
         throw std::runtime_error(manifest.string() + ": not JSON (" + e.what() + ")");
       }
     }
