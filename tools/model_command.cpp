@@ -10,6 +10,7 @@
 #include <map>
 
 #include "cli_output.hpp"
+#include "experiment_command.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/slurm_shard.hpp"
 #include "provenance.hpp"
@@ -170,6 +171,10 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
   m->add_flag("--no-layer-drift", o.no_layer_drift, "Do not record per-layer drift (teacher-forced)");
   m->add_option("--out", o.out, "Results directory")->capture_default_str();
   m->add_flag("--resume", o.resume, "Continue the run in --out: finished pairs are not redone (options must match)");
+  m->add_option("--experiment", o.experiment,
+                "Run experiments instead of the protocol: all, or a comma-separated list of decision_boundary,\n"
+                "residual_patching, kv_patching, kv_buildup, kv_injection (docs/EXPERIMENTS.md). Results:\n"
+                "OUT/experiments.jsonl and the report with each experiment's findings, plots and rules");
   m->add_option("--shard", o.shard,
                 "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"
                 "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT, when set; docs/SLURM.md)")
@@ -179,6 +184,7 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
 }
 
 int model_command(const ModelCliOptions& c) {
+  if (!c.experiment.empty()) return experiment_command(c);
   ProtocolResult r;
   std::size_t failed_rules = 0;
   try {

@@ -32,6 +32,7 @@ struct ModelCliOptions {
   bool resume = false;
   std::string shard = "0/1";
   bool shard_given = false;                     // --shard on the command line (else a Slurm array task's shard)
+  std::string experiment;                       // --experiment NAME[,NAME...]|all (experiment_command.hpp)
 };
 
 CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o);

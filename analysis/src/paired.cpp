@@ -73,6 +73,13 @@ PairedRun pair(Regime regime, std::span<const int> prompt, engine::GenerateResul
 
 }  // namespace
 
+PairedRun pair_of(Regime regime, std::span<const int> prompt, engine::GenerateResult on, engine::GenerateResult off,
+                  const PairOptions& o) {
+  PairOptions no_drift = o;
+  no_drift.layer_drift = false;
+  return pair(regime, prompt, std::move(on), std::move(off), {}, {}, no_drift);
+}
+
 PairedRun run_free(Context& on, Context& off, std::span<const int> prompt, const PairOptions& o) {
   HiddenRows hid_on, hid_off;
   engine::GenerateResult a =

@@ -24,6 +24,7 @@ const char* fault_name(Fault f) {
     case Fault::window_ignored: return "window_ignored";
     case Fault::rms_eps_ignored: return "rms_eps_ignored";
     case Fault::embed_scale_unrounded: return "embed_scale_unrounded";
+    case Fault::final_softcap_missing_decode: return "final_softcap_missing_decode";
   }
   return "?";
 }
@@ -36,6 +37,8 @@ std::vector<Fault> all_faults() {
 std::vector<Fault> architecture_faults() {
   return {Fault::attn_scale_head_dim, Fault::window_ignored, Fault::rms_eps_ignored, Fault::embed_scale_unrounded};
 }
+
+std::vector<Fault> head_faults() { return {Fault::final_softcap_missing_decode}; }
 
 KvCache make_cache(const ModelConfig& c, std::size_t capacity) {
   KvCache cache;

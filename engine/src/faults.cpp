@@ -33,6 +33,10 @@ std::size_t cache_write_row(std::size_t pos0, Fault f, bool decode) {
   return decode && f == Fault::shifted_cache_row ? pos0 - 1 : pos0;
 }
 
+bool final_softcap(const ModelConfig& c, Fault f, bool decode) {
+  return c.final_softcap > 0.0 && !(decode && f == Fault::final_softcap_missing_decode);
+}
+
 void after_cache_store(std::vector<float>& side, std::size_t begin, std::size_t end, Format fmt, Fault f, bool decode) {
   if (!decode || f != Fault::cache_store_toward_zero) return;
   for (std::size_t i = begin; i < end; ++i)

@@ -25,6 +25,8 @@ double embed_scale(const ModelConfig& c, Format fmt, Fault f);
 std::size_t rope_position(std::size_t pos, Fault f, bool decode);
 // The cache row decode writes: pos0, or pos0 − 1 under shifted_cache_row.
 std::size_t cache_write_row(std::size_t pos0, Fault f, bool decode);
+// Whether the final logit softcap applies: the config's, except on decode under final_softcap_missing_decode.
+bool final_softcap(const ModelConfig& c, Fault f, bool decode);
 // cache_store_toward_zero: clears the last bit of the stored values [begin, end) of one layer's K or V buffer.
 void after_cache_store(std::vector<float>& side, std::size_t begin, std::size_t end, Format fmt, Fault f, bool decode);
 // gqa_modulo_decode: decode attention with q head h reading kv head h mod n_kv. Returns false (nothing run) otherwise.

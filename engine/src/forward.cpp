@@ -191,7 +191,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, call.fault);  // (n, D)
   trace.final_normed.assign(normed.end() - static_cast<std::ptrdiff_t>(D), normed.end());
   Vec logits = linear(*k.gemm, trace.final_normed, m.head(), 1, c.vocab, D);  // (vocab)
-  if (c.final_softcap > 0.0) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
+  if (faults::final_softcap(c, call.fault, decode)) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
   return logits;
 }
 

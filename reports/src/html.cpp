@@ -162,6 +162,26 @@ std::string report_html(const json& r) {
     for (const SvgPlot& p : {kl_plot(label, cs), flip_histogram(label, cs), drift_plot(label, cs)})
       o += detail::render_svg(p) + "\n";
   }
+  if (r.contains("experiments"))
+    for (const auto& e : r["experiments"])
+      for (const auto& jp : e["plots"]) {
+        SvgPlot p = detail::make_plot(e["name"].get<std::string>() + ": " + jp["title"].get<std::string>(),
+                                      jp["xlabel"].get<std::string>(), jp["ylabel"].get<std::string>());
+        for (const auto& js : jp["series"]) {
+          const std::string st = js["style"].get<std::string>();
+          SvgSeries s = detail::make_series(js["name"].get<std::string>(),
+                                            st == "points" ? SvgSeries::Style::points
+                                            : st == "bars" ? SvgSeries::Style::bars
+                                                           : SvgSeries::Style::line);
+          for (const auto& x : js["x"]) s.x.push_back(as_num(x));
+          for (const auto& y : js["y"]) s.y.push_back(as_num(y));
+          p.series.push_back(s);
+        }
+        p.allow_log_y = jp["ylabel"].get<std::string>().find("KL") != std::string::npos ||
+                        jp["ylabel"].get<std::string>().find("|") != std::string::npos;
+        p.empty_reason = "no pair of this experiment had data for this plot";
+        o += detail::render_svg(p) + "\n";
+      }
   if (!r["kernels"].empty()) {
     o += detail::render_svg(oracle_plot(r, "seq_len", "sequence length")) + "\n";
     o += detail::render_svg(oracle_plot(r, "head_dim", "head dimension")) + "\n";

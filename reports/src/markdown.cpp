@@ -44,7 +44,7 @@ std::string report_markdown(const nlohmann::json& r) {
     o += "\n";
   }
   o += "Plots (KL per decode step, flip-index histogram, per-layer drift, oracle error vs sequence length and head "
-       "dimension) are in report.html.\n";
+       "dimension, and each experiment's plots) are in report.html.\n";
   return o;
 }
 

@@ -318,6 +318,29 @@ json kernel_row(const conformance::KernelCaseRecord& k) {
 
 }  // namespace
 
+// The experiments' summaries (kvconf model --experiment): what each found, its table and plot data, its cost.
+json experiments_json(const std::vector<conformance::ExperimentSummary>& es) {
+  json out = json::array();
+  for (const conformance::ExperimentSummary& e : es) {
+    json plots = json::array();
+    for (const conformance::ExperimentPlot& p : e.plots) {
+      json series = json::array();
+      for (const conformance::ExperimentSeries& s : p.series) {
+        json x = json::array(), y = json::array();
+        for (double v : s.x) x.push_back(num(v));
+        for (double v : s.y) y.push_back(num(v));
+        series.push_back({{"name", s.name}, {"style", s.style}, {"x", x}, {"y", y}});
+      }
+      plots.push_back({{"title", p.title}, {"xlabel", p.xlabel}, {"ylabel", p.ylabel}, {"series", series}});
+    }
+    out.push_back({{"name", e.name}, {"title", e.title}, {"question", e.question}, {"findings", e.findings},
+                   {"columns", e.columns}, {"rows", e.rows}, {"plots", plots}, {"records", e.records},
+                   {"pairs", e.pairs}, {"seconds", num(e.seconds)},
+                   {"seconds_per_record", e.records ? num(e.seconds / double(e.records)) : json(nullptr)}});
+  }
+  return out;
+}
+
 json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
   json r = {{"schema", kReportSchema}, {"title", in.title}, {"meta", in.meta.is_null() ? json::object() : in.meta}};
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<const RunPairRecord*>>>> g;
@@ -355,6 +378,7 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
     else ++failed;
   }
   r["verdicts"] = verdicts;
+  r["experiments"] = experiments_json(in.experiments);
   r["totals"] = {{"verdicts", v.size()}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
                  {"pairs", in.pairs.size()}, {"kernel_cases", in.kernels.size()}};
   return r;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "paper_figures.hpp"
@@ -279,6 +280,22 @@ std::string summary_line(const json& r) {
          std::to_string(t["kernel_cases"].get<std::size_t>()) + " kernel cases";
 }
 
+// One experiment of kvconf model --experiment: its question, findings and cost above its table.
+Table experiment_table(const json& e) {
+  Table t;
+  t.id = "experiment-" + e.value("name", std::string());
+  t.title = "Experiment " + e.value("name", std::string()) + ": " + e.value("title", std::string());
+  t.note = e.value("question", std::string());
+  for (const json& f : e["findings"]) t.note += " " + f.get<std::string>();
+  const double spr = e["seconds_per_record"].is_null() ? NAN : as_num(e["seconds_per_record"]);
+  char cost[96];
+  std::snprintf(cost, sizeof cost, " Cost: %.3g s per run pair (%zu records).", spr, e.value("records", std::size_t{0}));
+  t.note += cost;
+  t.header = e["columns"].get<std::vector<std::string>>();
+  for (const json& row : e["rows"]) t.rows.push_back(row.get<std::vector<std::string>>());
+  return t;
+}
+
 std::vector<Table> report_tables(const json& r) {
   std::vector<Table> out;
   out.push_back(verdict_table(r));
@@ -289,6 +306,8 @@ std::vector<Table> report_tables(const json& r) {
     out.push_back(paper_table1());
   }
   if (!r["kernels"].empty()) out.push_back(kernel_table(r));
+  if (r.contains("experiments"))
+    for (const json& e : r["experiments"]) out.push_back(experiment_table(e));
   return out;
 }
 

@@ -234,6 +234,16 @@ std::vector<RuleVerdict> evaluate_rules(const ReportInput& in) {
       out.push_back(v);
     }
   }
+  for (const conformance::ExperimentSummary& e : in.experiments)
+    for (const conformance::ExperimentVerdict& x : e.verdicts) {
+      RuleVerdict v = verdict(x.suite, x.result.rule);
+      v.pass = x.result.pass;
+      v.measured = x.result.error;
+      v.threshold = x.result.bound;
+      v.headroom = x.result.headroom;
+      v.detail = "worst of " + std::to_string(x.records) + " records: " + x.result.detail;
+      out.push_back(v);
+    }
   std::stable_sort(out.begin(), out.end(), [](const RuleVerdict& a, const RuleVerdict& b) {
     return a.suite != b.suite ? a.suite < b.suite : a.name < b.name;
   });

@@ -53,6 +53,11 @@ PairedRun run_free(engine::Context& on, engine::Context& off, std::span<const in
 PairedRun run_teacher_forced(engine::Context& on, engine::Context& off, std::span<const int> prompt,
                              std::span<const int> forced, const PairOptions& o);
 
+// A pair from two generations made elsewhere (e.g. a cache-ON run with noise injected into its cache against the clean
+// one, protocol/src/experiments/): per-step metrics, the flip, and the logits when o.keep_logits. No layer drift.
+PairedRun pair_of(Regime regime, std::span<const int> prompt, engine::GenerateResult on, engine::GenerateResult off,
+                  const PairOptions& o);
+
 // Over many runs: divergence rate, mean KL, flip-index distribution.
 struct Summary {
   std::size_t runs = 0;

@@ -75,6 +75,9 @@ enum class Fault : std::uint8_t {
   gqa_modulo_decode,       // decode maps q head h to kv head h mod n_kv (instead of h / group)
   cache_store_toward_zero, // decode stores K/V with the last bit of each value cleared: a biased store, at most one
                            // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
+  final_softcap_missing_decode,  // decode returns logits without Gemma-2's final logit softcap (a fused decode LM
+                                 // head that forgot it): after the last layer, so only a rule that shares every
+                                 // layer's result sees it alone (residual_patching's, docs/EXPERIMENTS.md)
   // Architecture faults: both paths alike, so no cache-ON vs cache-OFF rule can see them; a comparison with another
   // implementation of the architecture does (the transformers cross-check, tests/adapters), given a fixture where the
   // detail matters (the *-obs-tiny fixtures, docs/MODELS.md "Fixtures that can catch what they claim to").
@@ -86,6 +89,7 @@ enum class Fault : std::uint8_t {
 const char* fault_name(Fault f);
 std::vector<Fault> all_faults();           // every cache-path fault (the rules of cache-ON vs cache-OFF catch them)
 std::vector<Fault> architecture_faults();  // the four architecture faults above
+std::vector<Fault> head_faults();          // final_softcap_missing_decode (the experiments' rules catch it)
 
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kvconf/conformance/experiment_summary.hpp"
 #include "kvconf/conformance/records.hpp"
 
 namespace kvconf::reports {
@@ -19,6 +20,7 @@ struct ReportInput {
   nlohmann::json meta;                                 // provenance: kvconf version, command line, date, host, seeds
   std::vector<conformance::RunPairRecord> pairs;       // any models/profiles/strategies mixed
   std::vector<conformance::KernelCaseRecord> kernels;  // the kernel sweep, may be empty
+  std::vector<conformance::ExperimentSummary> experiments;  // kvconf model --experiment: findings, plots, verdicts
 };
 
 struct RuleVerdict {     // one JUnit test case
@@ -31,7 +33,8 @@ struct RuleVerdict {     // one JUnit test case
 };
 
 // The rules of docs/REPORTS.md "Rules": per model×profile FlipsAreNearTies, Fp32TokensIdentical, Fp32KlRatio,
-// InvariantBitwise; per kernel case one verdict per CheckResult (skipped cases: one skipped verdict). Sorted by
+// InvariantBitwise; per kernel case one verdict per CheckResult (skipped cases: one skipped verdict); each experiment's
+// verdicts (suite "experiment.<name>.<model>.<profile>", docs/EXPERIMENTS.md). Sorted by
 // suite, then name.
 std::vector<RuleVerdict> evaluate_rules(const ReportInput& in);
 
