@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_output.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/engine/atomic_file.hpp"
@@ -87,7 +88,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       "every CPU kernel, and the paper's protocol (cache-ON vs cache-OFF, free-running and teacher-forced) on the\n"
       "built-in tiny fixtures (and stories260K when ../shared is present) under every CPU profile and strategy.\n"
       "Prints a summary table; writes report.json, report.md, report.html and junit.xml to --out.\n"
-      "Exit status: 0 all passed, 1 a check or conformance rule failed, 2 bad input.");
+      "Exit status: 0 all passed, 1 a check or conformance rule failed (or a result could not be written),\n"
+      "2 bad input.");
   run->add_option("--out", o.out, "Report directory")->capture_default_str();
   run->add_option("--filter", o.filter,
                   "Run only the self-checks, kernel items (kernel|case_id) and fixtures whose name contains this text");
@@ -193,9 +195,12 @@ int run_command(const RunOptions& o) {
                 checks.size(), failed_checks, verdicts.size(), failed_rules, seconds_since(t_start));
     std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
     return (failed_checks || failed_rules) ? 1 : 0;
-  } catch (const std::exception& e) {  // BadInput and every other failure: one line, status 2
-    std::fprintf(stderr, "kvconf run: %s\n", e.what());
+  } catch (const BadInput& e) {  // bad input (an option, an --out that cannot be created or opened): status 2
+    std::fprintf(stderr, "kvconf run: %s\n", one_line(e.what()).c_str());
     return 2;
+  } catch (const std::exception& e) {  // every other failure (a full disk: the file it could not write): status 1
+    std::fprintf(stderr, "kvconf run: error: %s\n", one_line(e.what()).c_str());
+    return 1;
   }
 }
 
