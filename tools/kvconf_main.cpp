@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
 
 #include "check_command.hpp"
 #include "generate_command.hpp"
@@ -11,7 +12,9 @@
 #include "report_command.hpp"
 #include "run_command.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int kvconf_main(int argc, char** argv) {
   CLI::App app{"kvconf — KV-cache equivalence conformance suite.\n"
                "Checks that decoding with a KV cache computes what a full recompute computes, and tells\n"
                "honest FP16 rounding effects from bugs with an MPFR oracle and a-priori error bounds."};
@@ -84,4 +87,19 @@ int main(int argc, char** argv) {
   if (check->parsed()) return kvconf::tools::check_command(check_opts);
   std::fputs(app.help().c_str(), stdout);
   return 0;
+}
+
+}  // namespace
+
+// Every command reports its own errors; an exception that still escapes one (out of memory, a CLI11 set-up error) is
+// printed on one line with status 2 instead of std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return kvconf_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvconf: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "kvconf: unknown exception\n");
+  }
+  return 2;
 }

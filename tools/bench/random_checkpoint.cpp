@@ -304,7 +304,7 @@ CheckpointPlan plan_random_checkpoint(const RandomCheckpointOptions& o) {
 }
 
 CheckpointPlan write_random_checkpoint(const RandomCheckpointOptions& o) {
-  const CheckpointPlan plan = plan_random_checkpoint(o);
+  CheckpointPlan plan = plan_random_checkpoint(o);  // not const: returned by move
   const unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   std::filesystem::create_directories(o.out);
   // config.json last: a folder interrupted mid-write has none and does not load. A stale index from an earlier,
