@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,6 +13,9 @@
 
 #include "bad_input_message.hpp"
 #include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/engine/model.hpp"
+#include "kvconf/kernels/registry.hpp"
+#include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reports/report.hpp"
 #include "temp_dir.hpp"
 
@@ -139,10 +143,62 @@ INSTANTIATE_TEST_SUITE_P(
                   fault(engine::Fault::rope_decode_off_by_one)},
         PlantCase{"llama2-tiny", "kv_buildup", "layer0_v_within_gemm_bounds", fault(engine::Fault::shifted_cache_row)},
         PlantCase{"llama2-tiny", "kv_injection", "quantizer_within_step", truncating_quantizers()},
-        PlantCase{"llama2-tiny", "kv_injection", "u_noise_perturbation_rounding_sized", scaled_noise()}),
+        PlantCase{"llama2-tiny", "kv_injection", "u_noise_perturbation_rounding_sized", scaled_noise()},
+        PlantCase{"mistral-tiny", "gqa_amplification", "gqa_perturbation_rounding_sized",
+                  fault(engine::Fault::gqa_modulo_decode)}),
     [](const ::testing::TestParamInfo<PlantCase>& i) {
       return std::string(i.param.rule) + "_" + std::to_string(i.index);
     });
+
+}  // namespace
+// Defined in protocol/src/experiments/gqa_amplification.cpp (internal to the library; declared here for the test below).
+namespace experiments {
+engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv);
+}  // namespace experiments
+namespace {
+
+// gqa_amplification's variants, checked independently of the experiment: the replicated MHA variant of mistral-tiny
+// (8 query heads, 2 K/V heads each copied 4 times) computes the same function in the same arithmetic, so one prefill's
+// logits (vocab) and one decode's equal the base model's bit for bit; a pooled variant has n_heads / G K/V heads, each
+// the storage-rounded mean of its group of base heads.
+TEST(Experiments, GqaVariantsReplicateExactlyAndPoolByTheMean) {
+  NEED("mistral-tiny");
+  const engine::Model base = engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / "mistral-tiny", Format::fp16);
+  ASSERT_EQ(base.config.n_heads, 8u);
+  ASSERT_EQ(base.config.n_kv_heads, 2u);
+  const std::size_t d = base.config.head_dim, D = base.config.hidden, head = d * D;  // one K/V head of wk: (d, D)
+  const kernels::Registry reg = kernels::cpu_registry();
+  const engine::ProfileKernels pk = engine::resolve(engine::find_profile("fp16-eager"), reg);
+  const std::vector<int> prompt = {1, 415, 2936, 9060, 285, 1142, 10575, 754, 28705, 13};
+
+  const engine::Model mha = experiments::gqa_variant(base, 8);  // G = 1
+  EXPECT_EQ(mha.config.n_kv_heads, 8u);
+  ASSERT_EQ(mha.layers[0].wk.size(), 8 * head);  // (8·d, D)
+  EXPECT_NE(mha.layers[0].wk, base.layers[0].wk);
+  engine::Context a(base, pk), b(mha, pk);
+  const std::vector<float> za = a.prefill(prompt), zb = b.prefill(prompt);  // (vocab)
+  ASSERT_EQ(za.size(), zb.size());
+  EXPECT_EQ(std::memcmp(za.data(), zb.data(), za.size() * sizeof(float)), 0) << "prefill logits differ";
+  const std::vector<float> da = a.decode(29871), db = b.decode(29871);  // (vocab)
+  EXPECT_EQ(std::memcmp(da.data(), db.data(), da.size() * sizeof(float)), 0) << "decode logits differ";
+
+  for (std::size_t G : {4u, 8u}) {
+    const engine::Model v = experiments::gqa_variant(base, base.config.n_heads / G);
+    EXPECT_EQ(v.config.n_kv_heads, base.config.n_heads / G) << "G=" << G;
+    if (G == 4) {
+      EXPECT_EQ(v.layers[1].wv, base.layers[1].wv) << "G=4 is the base model";
+    }
+  }
+  const engine::Model mqa = experiments::gqa_variant(base, 1);  // G = 8: the two base heads averaged
+  ASSERT_EQ(mqa.layers[1].wv.size(), head);  // (d, D)
+  for (std::size_t i : {std::size_t{0}, head / 3, head - 1}) {
+    const double m = (double(base.layers[1].wv[i]) + base.layers[1].wv[head + i]) / 2.0;
+    EXPECT_EQ(mqa.layers[1].wv[i], static_cast<float>(round_to(Format::fp16, m))) << "element " << i;
+  }
+  engine::Context c(mqa, pk);
+  EXPECT_NE(c.prefill(prompt), za) << "the pooled model is another function";
+  EXPECT_THROW(experiments::gqa_variant(base, 3), std::invalid_argument);
+}
 
 TEST(Experiments, ShardsPartitionTheRecordsAndResumeRedoesNothing) {
   NEED("llama2-tiny");

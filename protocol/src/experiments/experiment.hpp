@@ -85,6 +85,7 @@ Experiment decision_boundary();
 Experiment residual_patching();
 Experiment kv_patching();
 Experiment kv_buildup();
+Experiment gqa_amplification();
 Experiment kv_injection();
 
 }  // namespace kvconf::protocol::experiments

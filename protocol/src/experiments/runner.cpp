@@ -198,6 +198,7 @@ std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vec
 namespace experiments {
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> all = {decision_boundary(), residual_patching(), kv_patching(), kv_buildup(),
+                                              gqa_amplification(),
                                               kv_injection()};
   return all;
 }
