@@ -3,9 +3,13 @@
 
 #include <cstdio>
 #include <exception>
+#include <map>
 
 #include "kvconf/reports/report.hpp"
 #include "provenance.hpp"
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/experiments.hpp"
+#include "kvconf/protocol/result_store.hpp"
 #include "shard_check.hpp"
 
 namespace kvconf::tools {
@@ -27,6 +31,31 @@ CLI::App* add_report_command(CLI::App& app, ReportCliOptions& o) {
   return rep;
 }
 
+// Every DIR/experiments.jsonl (kvconf model --experiment shards) merged by record key and summarised: the same key
+// with other content (wall time aside) in two folders is an error naming both.
+static std::vector<conformance::ExperimentSummary> merged_experiments(const std::vector<std::filesystem::path>& dirs) {
+  std::map<std::string, std::pair<nlohmann::json, std::string>> by_key;
+  for (const auto& d : dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(d / "experiments.jsonl", ec)) continue;
+    for (nlohmann::json& r : protocol::read_jsonl(d / "experiments.jsonl")) {
+      const std::string key = protocol::experiment_record_key(r);
+      auto timeless = [](nlohmann::json j) {
+        j.erase("seconds");
+        return j;
+      };
+      const auto it = by_key.find(key);
+      if (it == by_key.end()) by_key.emplace(key, std::make_pair(std::move(r), d.string()));
+      else if (timeless(it->second.first) != timeless(r))
+        throw protocol::BadInput("experiment record " + key + " differs between " + it->second.second + " and " +
+                                 d.string());
+    }
+  }
+  std::vector<nlohmann::json> records;
+  for (auto& [_, v] : by_key) records.push_back(std::move(v.first));
+  return records.empty() ? std::vector<conformance::ExperimentSummary>{} : protocol::summarize_experiments(records);
+}
+
 int report_command(const ReportCliOptions& o) {
   try {
     for (const auto& d : o.in)
@@ -34,6 +63,7 @@ int report_command(const ReportCliOptions& o) {
     reports::ReportInput in = reports::read_results(o.in);
     const ShardCoverage coverage = check_shard_coverage(o.in, o.partial);
     for (const std::string& note : coverage.notes) std::printf("kvconf report: %s\n", note.c_str());
+    in.experiments = merged_experiments(o.in);
     in.title = o.title;
     nlohmann::json dirs = nlohmann::json::array();
     for (const auto& d : o.in) dirs.push_back(d.string());

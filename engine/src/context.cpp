@@ -29,6 +29,20 @@ const char* fault_name(Fault f) {
   return "?";
 }
 
+const char* op_stage_name(OpStage s) {
+  switch (s) {
+    case OpStage::attn_in: return "attn_in";
+    case OpStage::q_rope: return "q_rope";
+    case OpStage::k_rope: return "k_rope";
+    case OpStage::v: return "v";
+    case OpStage::attn: return "attn";
+    case OpStage::o: return "o";
+    case OpStage::mlp_in: return "mlp_in";
+    case OpStage::down: return "down";
+  }
+  return "?";
+}
+
 std::vector<Fault> all_faults() {
   return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
           Fault::softcap_missing_decode, Fault::gqa_modulo_decode, Fault::cache_store_toward_zero};

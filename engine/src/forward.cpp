@@ -26,6 +26,19 @@ namespace {
 using Vec = std::vector<float>;
 
 // y: (m, n) = x: (m, k) · wᵀ, w: (n, k).
+// Op patching (ForwardOptions::op_patches): the last row of `t` (n rows) becomes the patch's row.
+void patch_op(const ForwardOptions& o, std::size_t l, OpStage s, Vec& t, std::size_t n) {
+  for (const OpPatch& p : o.op_patches) {
+    if (p.layer != l || p.stage != s) continue;
+    const std::size_t width = t.size() / n;
+    if (p.row.size() != width)
+      throw std::invalid_argument("kvconf::engine: op patch " + std::string(op_stage_name(s)) + " of layer " +
+                                  std::to_string(l) + " has " + std::to_string(p.row.size()) + " values (expected " +
+                                  std::to_string(width) + ")");
+    std::copy(p.row.begin(), p.row.end(), t.begin() + static_cast<std::ptrdiff_t>((n - 1) * width));
+  }
+}
+
 Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<const float> w, std::size_t m,
            std::size_t n, std::size_t k) {
   Vec y(m * n);
@@ -117,12 +130,16 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     const LayerWeights& w = m.layers[l];
     LayerTrace lt;
     Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, call.fault);
+    patch_op(o, l, OpStage::attn_in, attn_in, n);
     Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
     Vec kk = linear(*k.gemm, attn_in, w.wk, n, kvd, D); // (n, KV, d)
     Vec v = linear(*k.gemm, attn_in, w.wv, n, kvd, D);  // (n, KV, d)
     if (o.capture_layers) lt.q = q, lt.k = kk, lt.v = v;
     ops::rope(f, c, q, c.n_heads, rope_positions);
     ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
+    patch_op(o, l, OpStage::q_rope, q, n);
+    patch_op(o, l, OpStage::k_rope, kk, n);
+    patch_op(o, l, OpStage::v, v, n);
     std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
     std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
     for (Vec* side : {&cache.k[l], &cache.v[l]})
@@ -138,20 +155,24 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     Vec attn(n * qd);  // (n, H, d)
     if (!faults::run_attention(ak, a, q, cache.k[l], cache.v[l], attn, call.fault, decode))
       ak.run(a, q, cache.k[l], cache.v[l], attn);
+    patch_op(o, l, OpStage::attn, attn, n);
 
     Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
+    patch_op(o, l, OpStage::o, out, n);
     Vec o_normed;
     if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n, call.fault);
     Vec h(n * D);
     ops::add(f, x, c.post_norms ? o_normed : out, h);
 
     Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n, call.fault);
+    patch_op(o, l, OpStage::mlp_in, mlp_in, n);
     Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
     Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
     Vec act(n * I), prod(n * I);
     ops::activation(f, c.act, gate, act);
     ops::mul(f, act, up, prod);
     Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);    // (n, D)
+    patch_op(o, l, OpStage::down, down, n);
     Vec down_normed;
     if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, call.fault);
     Vec x_out(n * D);

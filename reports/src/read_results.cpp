@@ -90,8 +90,10 @@ ReportInput read_results(const std::vector<fs::path>& dirs) {
     std::error_code ec;
     const bool has_pairs = fs::is_regular_file(dir / "pairs.jsonl", ec);
     const bool has_kernels = fs::is_regular_file(dir / "kernels.jsonl", ec);
-    if (!has_pairs && !has_kernels)
-      throw std::runtime_error(dir.string() + ": no pairs.jsonl or kernels.jsonl (not a kvconf result directory)");
+    const bool has_experiments = fs::is_regular_file(dir / "experiments.jsonl", ec);  // merged by kvconf report
+    if (!has_pairs && !has_kernels && !has_experiments)
+      throw std::runtime_error(dir.string() +
+                               ": no pairs.jsonl, kernels.jsonl or experiments.jsonl (not a kvconf result directory)");
     if (has_pairs) merge_file(dir, "pairs.jsonl", conformance::run_pair_from_json, pairs);
     if (has_kernels) merge_file(dir, "kernels.jsonl", conformance::kernel_case_from_json, kernels);
     in.meta["sources"].push_back(dir.string());

@@ -77,7 +77,8 @@ TEST(Experiments, CleanRunsPassEveryRuleAndEveryExperimentReports) {
   const std::map<std::string, bool> v = verdicts(r);
   for (const char* rule : {"step0_logits_bitwise", "all_layers_patch_reproduces_step", "kv_patch_all_within_step_error",
                            "layer0_v_within_gemm_bounds", "quantizer_within_step",
-                           "u_noise_perturbation_rounding_sized"})
+                           "u_noise_perturbation_rounding_sized", "cache_invariant_mitigation_bitwise",
+                           "full_patch_reproduces_off"})
     EXPECT_TRUE(v.count(rule)) << rule << " was not evaluated";
   // The report carries every experiment: its table in report.md, its verdicts in junit.xml.
   reports::ReportInput in;
@@ -142,6 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
         PlantCase{"llama2-tiny", "kv_patching", "kv_patch_all_within_step_error",
                   fault(engine::Fault::rope_decode_off_by_one)},
         PlantCase{"llama2-tiny", "kv_buildup", "layer0_v_within_gemm_bounds", fault(engine::Fault::shifted_cache_row)},
+        PlantCase{"llama2-tiny", "mitigations", "cache_invariant_mitigation_bitwise",
+                  fault(engine::Fault::rope_decode_off_by_one)},
+        PlantCase{"gemma2-tiny", "flip_attribution", "full_patch_reproduces_off",
+                  fault(engine::Fault::final_softcap_missing_decode)},
         PlantCase{"llama2-tiny", "kv_injection", "quantizer_within_step", truncating_quantizers()},
         PlantCase{"llama2-tiny", "kv_injection", "u_noise_perturbation_rounding_sized", scaled_noise()},
         PlantCase{"mistral-tiny", "gqa_amplification", "gqa_perturbation_rounding_sized",

@@ -47,6 +47,8 @@ class PairUnit {
   const std::vector<Logits>& ref_along(const std::vector<int>& tokens);
   // The GSM8K answer a continuation gives (none without a tokenizer that fits the model), set by the runner.
   std::function<std::optional<std::string>(const std::vector<int>&)> answer;
+  // The cache-invariant profile (fp16-invariant) over the same stored weights, for models stored in fp16; else null.
+  engine::Context* invariant = nullptr;
 
   // Mean over steps of KL(softmax(a_t) ‖ softmax(b_t)).
   static double mean_kl(const std::vector<Logits>& a, const std::vector<Logits>& b);
@@ -87,5 +89,7 @@ Experiment kv_patching();
 Experiment kv_buildup();
 Experiment gqa_amplification();
 Experiment kv_injection();
+Experiment mitigations();
+Experiment flip_attribution();
 
 }  // namespace kvconf::protocol::experiments

@@ -92,10 +92,13 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
 
   engine::ContextOptions co;
   co.fault = plants.fault;
-  std::map<std::string, std::unique_ptr<engine::Context>> ctx, ref;
+  std::map<std::string, std::unique_ptr<engine::Context>> ctx, ref, invariant;
+  const engine::ProfileKernels k_inv = engine::resolve(engine::find_profile("fp16-invariant"), *setup.registry);
   for (const auto& [name, pk] : setup.kernels) {
     ctx[name] = std::make_unique<engine::Context>(*setup.models.by_storage.at(pk.profile.storage), pk, co);
     ref[name] = std::make_unique<engine::Context>(*setup.models.ref_by_storage.at(pk.profile.storage), setup.k32);
+    if (pk.profile.storage == k_inv.profile.storage)
+      invariant[name] = std::make_unique<engine::Context>(*setup.models.by_storage.at(pk.profile.storage), k_inv, co);
   }
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -114,6 +117,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
     po.sampler.seed = pair_sampler_seed(w.seed, p.id);
     experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, po, plants);
     unit.answer = [&setup](const std::vector<int>& tokens) { return detail::answer_of(setup, tokens); };
+    if (invariant.count(w.profile)) unit.invariant = invariant.at(w.profile).get();
     for (const experiments::Experiment* e : run) {
       const std::string key = key_of(w, *e);
       if (store.has(key)) continue;
@@ -199,7 +203,8 @@ namespace experiments {
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> all = {decision_boundary(), residual_patching(), kv_patching(), kv_buildup(),
                                               gqa_amplification(),
-                                              kv_injection()};
+                                              kv_injection(), mitigations(),
+                                              flip_attribution()};
   return all;
 }
 }  // namespace experiments

@@ -59,10 +59,22 @@ struct ResidualPatch {
   std::vector<float> row;
 };
 
+// Op patching (the flip attribution of kvconf model --experiment flip_attribution): the output of one op of layer
+// `layer` for the call's last row becomes `row` right after the op computed it (q and k after RoPE, before the cache
+// write; o and down before Gemma-2's post norms).
+enum class OpStage : std::uint8_t { attn_in, q_rope, k_rope, v, attn, o, mlp_in, down };
+const char* op_stage_name(OpStage s);  // "attn_in", "q_rope", ...
+struct OpPatch {
+  std::size_t layer = 0;
+  OpStage stage = OpStage::attn_in;
+  std::vector<float> row;  // that op's output width (hidden, n_heads·d or kv_dim)
+};
+
 struct ForwardOptions {
   bool capture_hidden = false;  // fill Trace::hidden
   bool capture_layers = false;  // fill Trace::layers
   std::vector<ResidualPatch> patches;
+  std::vector<OpPatch> op_patches;
 };
 
 // Planted engine bugs for the mutant tests (tests/engine): kvconf never sets them itself.

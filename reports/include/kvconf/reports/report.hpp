@@ -43,7 +43,8 @@ std::vector<RuleVerdict> evaluate_rules(const ReportInput& in);
 // Everything is rendered before the first file is written. Throws std::runtime_error naming the path on failure.
 void write_report(const ReportInput& in, const std::filesystem::path& dir);
 
-// Reads DIR/pairs.jsonl and DIR/kernels.jsonl (either may be absent; both absent is an error naming DIR) of several
+// Reads DIR/pairs.jsonl and DIR/kernels.jsonl (either may be absent; both absent, without an experiments.jsonl that
+// the caller merges (kvconf report: protocol::summarize_experiments), is an error naming DIR) of several
 // result dirs (shards) and merges them by record key(); the same key with different content (wall time aside) in
 // two dirs is an error naming both dirs and the key; identical duplicates are kept once. Records are ordered by key,
 // so N merged shards equal one unsharded run record for record. A torn last line (no newline, not JSON) is dropped;

@@ -1,0 +1,56 @@
+# `kvconf model --experiment` end to end: an unknown experiment is exit 2 naming it; two shards merged by
+# `kvconf report` equal one unsharded run (the experiments' tables in report.md, verdicts in junit.xml); --resume redoes
+# nothing; a conflicting record in two shards is exit 2 naming both folders. Needs -DKVCONF, -DOUT.
+foreach(v KVCONF OUT)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "cli_experiment_test.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+set(RUN model --model fixture:llama2-tiny --profile fp16-eager --n 4 --seeds 0 --strategies greedy
+    --max-new-tokens 6 --experiment decision_boundary,kv_buildup)
+
+kvconf_expect_bad("unknown experiment" "unknown experiment 'bogus'" model --model fixture:llama2-tiny
+                  --experiment kv_patching,bogus --out "${OUT}/bad")
+
+kv(0 ${RUN} --out "${OUT}/whole")
+foreach(i 0 1)
+  kv(0 ${RUN} --shard ${i}/2 --out "${OUT}/s${i}")
+endforeach()
+kv(0 ${RUN} --out "${OUT}/whole" --resume)
+if(NOT last_out MATCHES "\\(0 run now, 8 resumed\\)")
+  message(FATAL_ERROR "--resume redid work:\n${last_out}")
+endif()
+kv(0 report --in "${OUT}/s0" --in "${OUT}/s1" --out "${OUT}/merged")
+kv(0 report --in "${OUT}/whole" --out "${OUT}/one")
+foreach(f merged one)
+  file(READ "${OUT}/${f}/report.json" j)
+  string(JSON n LENGTH "${j}" experiments)
+  if(NOT n EQUAL 2)
+    message(FATAL_ERROR "${f}/report.json: ${n} experiments, expected 2")
+  endif()
+  string(JSON rows_${f} GET "${j}" experiments 1 rows)
+  file(READ "${OUT}/${f}/report.md" md)
+  file(READ "${OUT}/${f}/junit.xml" junit)
+  if(NOT md MATCHES "Experiment kv_buildup" OR NOT junit MATCHES "experiment\\.kv_buildup")
+    message(FATAL_ERROR "${f}: the experiment is missing from report.md or junit.xml")
+  endif()
+endforeach()
+if(NOT rows_merged STREQUAL rows_one)
+  message(FATAL_ERROR "merged shards and one run disagree:\n${rows_merged}\n${rows_one}")
+endif()
+
+# A record that differs between two folders (not a wall time): exit 2 naming both.
+file(READ "${OUT}/s0/experiments.jsonl" text)  # (not file(STRINGS): a record's details may hold ';')
+string(FIND "${text}" "\n" eol)
+string(SUBSTRING "${text}" 0 ${eol} first)
+string(REGEX REPLACE "\"mean_kl\":[^,}]*" "\"mean_kl\":12345" forged "${first}")  # one line, unlike string(JSON SET)
+if(forged STREQUAL first)
+  message(FATAL_ERROR "could not forge a record: no mean_kl in ${first}")
+endif()
+set(first "${forged}")
+file(WRITE "${OUT}/forged/experiments.jsonl" "${first}\n")
+kvconf_expect_bad("conflicting record" "differs between" report --in "${OUT}/s0" --in "${OUT}/forged"
+                  --out "${OUT}/bad-merge")
