@@ -3,9 +3,11 @@
 #include "drivers.hpp"
 
 #include <cxxabi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -42,6 +44,14 @@ fs::path make_scratch() {
   const char* tmp = std::getenv("TMPDIR");
   std::error_code ec;
   const fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::path(tmp ? tmp : "/tmp");
+  // libFuzzer ends with _Exit (no atexit handlers) when its time is up or it finds a crash: a folder whose process
+  // is gone is removed here instead.
+  for (const auto& e : fs::directory_iterator(base, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("kvconf-fuzz-", 0) != 0) continue;
+    const long pid = std::strtol(n.c_str() + 12, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+  }
   fs::path dir = base / ("kvconf-fuzz-" + std::to_string(::getpid()));
   fs::remove_all(dir, ec);
   fs::create_directories(dir);

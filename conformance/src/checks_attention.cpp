@@ -292,9 +292,11 @@ CheckResults check_attention_chunked(const AttentionKernel& kern, const Attentio
         cmp.add(y[i], one_shot[r0 * row + i], r0, r0 * row + i, bitwise ? 0.0 : b[i] + b_full[r0 * row + i]);
     }
     const std::size_t at = bitwise ? cmp.diff_index : cmp.where[cmp.worst.index].second;
-    res.push_back(result_of(cmp, "chunked", seed,
-                            "chunk=" + std::to_string(ch) + " chunk pipelines=" + pipes + " one-shot pipeline=" +
-                                kern.pipeline(c.call).name + " at " + where(s, at) + nt));
+    std::string detail = "chunk=" + std::to_string(ch);
+    detail += " chunk pipelines=" + pipes;
+    detail += " one-shot pipeline=" + kern.pipeline(c.call).name;
+    detail += " at " + where(s, at) + nt;
+    res.push_back(result_of(cmp, "chunked", seed, detail));
   }
   return res;
 }

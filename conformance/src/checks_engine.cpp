@@ -459,7 +459,7 @@ CheckResults check_engine_matches_oracle(const engine::Model& model, const engin
   if (tokens.size() < 2)
     throw std::invalid_argument("check_engine_matches_oracle: need at least 2 tokens (a prefix and one decode step)");
   const ModelConfig& c = model.config;
-  engine::Context ctx(model, kernels, context);
+  engine::Context ctx(model, kernels, std::move(context));
   engine::ForwardOptions fo;
   fo.capture_layers = true;
   CheckResults res;

@@ -58,12 +58,14 @@ Model load_llama2c(const std::filesystem::path& bin, Format storage) {
 
   // Expected size: header + every weight (memory_map_weights order) + freq_cis_real/imag + classifier. Counted in
   // long double first (exact below 2^64), so a garbage header cannot overflow the size_t arithmetic below.
+  // run.c skips freq_cis_real and freq_cis_imag: seq_len * head_size / 2 floats each (integer division, as run.c).
+  const std::size_t rope = 2 * (seq_len * head / 2);
   const auto count = [&](auto zero) {
     using T = decltype(zero);
     const T d = static_cast<T>(dim), hd = static_cast<T>(hidden_dim), kv = static_cast<T>(kv_dim), v = static_cast<T>(vocab);
     const T per_layer = 2 * d + d * d + 2 * kv * d + d * d + 3 * hd * d;
     return sizeof hdr + 4 * (v * d + static_cast<T>(n_layers) * per_layer + d +
-                             static_cast<T>(2 * (seq_len * head / 2)) + (shared ? 0 : v * d));
+                             static_cast<T>(rope) + (shared ? 0 : v * d));
   };
   const long double expected = count(0.0L);
   if (static_cast<long double>(actual) != expected)
@@ -91,7 +93,7 @@ Model load_llama2c(const std::filesystem::path& bin, Format storage) {
   stacked(dim * hidden_dim, &LayerWeights::w_down);  // w2
   stacked(hidden_dim * dim, &LayerWeights::w_up);    // w3
   m.final_norm = read(dim);
-  in.seekg(static_cast<std::streamoff>(4 * 2 * (seq_len * head / 2)), std::ios::cur);  // freq_cis_real, freq_cis_imag
+  in.seekg(static_cast<std::streamoff>(4 * rope), std::ios::cur);  // freq_cis_real, freq_cis_imag
   if (!shared) m.lm_head = read(vocab * dim);
 
   validate(m);

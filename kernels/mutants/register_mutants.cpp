@@ -53,11 +53,13 @@ const std::vector<Entry>& entries() {
            {"oracle_bound", "two_sided"}),
       attn("mutant.attn.softcap_missing_decode", AttnBug::softcap_missing_decode,
            "the decode path (q_len = 1) skips the logit softcap that the prefill path applies",
-           {"on_off_bound", "oracle_bound", "two_sided", "chunked_bound"}, /*split=*/true, /*invariant=*/false),
+           {"on_off_bound", "oracle_bound", "two_sided", "chunked_bound"}, /*split=*/true,
+           /*claims_invariant=*/false),
       attn("mutant.attn.split_combine_unscaled", AttnBug::split_combine_unscaled,
            "the split-KV decode combine adds each split's accumulator and row sum without the exp(m_s - m) "
            "rescale to the common max",
-           {"on_off_bound", "oracle_bound", "two_sided", "chunked_bound"}, /*split=*/true, /*invariant=*/false),
+           {"on_off_bound", "oracle_bound", "two_sided", "chunked_bound"}, /*split=*/true,
+           /*claims_invariant=*/false),
       attn("mutant.attn.decode_one_ulp_bias", AttnBug::decode_one_ulp_bias,
            "the decode path adds one fp16 ulp to output element (head 0, column 0) of a kernel that claims "
            "cache invariance",
@@ -68,7 +70,7 @@ const std::vector<Entry>& entries() {
       attn("mutant.attn.false_cache_invariance", AttnBug::none,
            "decode runs split-KV (4 partitions) while prefill runs one online pass, yet the kernel claims "
            "cache_invariant",
-           {"on_off_bitwise", "chunked_bitwise"}, /*split=*/true, /*invariant=*/true),
+           {"on_off_bitwise", "chunked_bitwise"}, /*split=*/true, /*claims_invariant=*/true),
       attn("mutant.attn.unused_slot_read", AttnBug::unused_slot_read,
            "the PV loop also reads V row n_kv (the first unused cache slot) with a zero weight, so a NaN there "
            "reaches the output (0 * NaN)",
@@ -115,10 +117,10 @@ void register_mutant_kernels(Registry& r) {
                  GemmBug::none}));
   r.add(mutants::make_attention_kernel(attn_design(
       "mutant.base.attn.online", "base of the attention mutants: online softmax, Bc = 16 at key 0, both paths (A1/A7-like)",
-      /*split=*/false, /*invariant=*/true, AttnBug::none)));
+      /*split=*/false, /*claims_invariant=*/true, AttnBug::none)));
   r.add(mutants::make_attention_kernel(attn_design(
       "mutant.base.attn.splitkv", "base of the split-KV mutants: decode runs 4 partitions + lse combine (A2-like)",
-      /*split=*/true, /*invariant=*/false, AttnBug::none)));
+      /*split=*/true, /*claims_invariant=*/false, AttnBug::none)));
   for (const Entry& e : entries()) {
     if (e.info.kind == "gemm") {
       r.add(mutants::make_gemm_kernel(GemmDesign{e.info.name, "mutant: " + e.info.bug, e.claims_invariant, e.gemm_bug}));
