@@ -152,7 +152,10 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
       }
       if (missing++ == 0 && !ordered) {
         std::string folders;
-        for (const Folder* f : run) folders += (folders.empty() ? "" : ", ") + shard_name(*f);
+        for (const Folder* f : run) {
+          if (!folders.empty()) folders += ", ";
+          folders += shard_name(*f);
+        }
         first_missing = "pair '" + key + "' is missing: none of " + folders + " holds it (an unfinished shard: " +
                         "finish it with kvconf model ... --resume; or a shard not given)";
       } else if (missing == 1) {

@@ -64,7 +64,7 @@ KvCache make_cache(const ModelConfig& c, std::size_t capacity) {
 }
 
 Context::Context(const Model& model, ProfileKernels kernels, ContextOptions options)
-    : model_(&model), kernels_(std::move(kernels)), options_(options) {
+    : model_(&model), kernels_(std::move(kernels)), options_(std::move(options)) {
   if (!kernels_.gemm || !kernels_.attn_prefill || !kernels_.attn_decode || !kernels_.norm)
     throw std::invalid_argument("kvconf::engine::Context: the profile's kernels are not resolved (use engine::resolve)");
   if (kernels_.profile.storage != model.storage)
@@ -89,10 +89,12 @@ Context::Context(const Context& other)
 }
 
 // A move hands over the buffers (same addresses: their mirrors stay valid) and the pin (re-pinned here because
-// the moved-from context unpins when destroyed).
+// the moved-from context unpins when destroyed). The kernels are copied, not moved: that unpin reads their profile.
 Context::Context(Context&& other) noexcept
-    : model_(other.model_), kernels_(other.kernels_), options_(other.options_), cache_(std::move(other.cache_)),
-      recompute_cache_(std::move(other.recompute_cache_)), trace_(std::move(other.trace_)) {
+    // NOLINTNEXTLINE(performance-move-constructor-init)
+    : model_(other.model_), kernels_(other.kernels_), options_(std::move(other.options_)),
+      cache_(std::move(other.cache_)), recompute_cache_(std::move(other.recompute_cache_)),
+      trace_(std::move(other.trace_)) {
   if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
 }
 

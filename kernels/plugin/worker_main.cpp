@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvconf/plugin.h"
@@ -57,7 +58,8 @@ struct Tensor {
   std::vector<std::int64_t> shape, strides, shape0, strides0;
   DLTensor t{};
   DLTensor t0{};
-  Tensor(const char* name, std::vector<std::int64_t> dims, std::int32_t fmt, void* data) : what(name), shape(dims) {
+  Tensor(const char* name, std::vector<std::int64_t> dims, std::int32_t fmt, void* data)
+      : what(name), shape(std::move(dims)) {
     strides.assign(shape.size(), 1);
     for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
     shape0 = shape;
