@@ -52,6 +52,7 @@ static std::vector<conformance::ExperimentSummary> merged_experiments(const std:
     }
   }
   std::vector<nlohmann::json> records;
+  records.reserve(by_key.size());
   for (auto& [_, v] : by_key) records.push_back(std::move(v.first));
   return records.empty() ? std::vector<conformance::ExperimentSummary>{} : protocol::summarize_experiments(records);
 }

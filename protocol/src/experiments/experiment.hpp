@@ -25,7 +25,7 @@ class PairUnit {
  public:
   PairUnit(engine::Context& ctx, engine::Context& ref, const ProtocolPrompt& prompt, analysis::PairOptions po,
            const ExperimentPlants& plants)
-      : ctx_(ctx), ref_(ref), prompt_(prompt), po_(std::move(po)), plants_(plants) {}
+      : ctx_(ctx), ref_(ref), prompt_(prompt), po_(po), plants_(plants) {}  // PairOptions is trivially copyable
 
   engine::Context& ctx() { return ctx_; }            // the profile under test (cache-ON and cache-OFF)
   engine::Context& ref() { return ref_; }            // fp32 compute over the fp32 copy of the same stored weights
