@@ -2,10 +2,14 @@
 // until done (the results equal an uninterrupted run's; no finished pair lost or duplicated; no report file torn),
 // a disk that fills up mid-run (fail_writes_shim.c) and a read-only output folder (a clear one-line error, nothing
 // torn, resumable). KVCONF_SEED overrides the kill delays' seed, KVCONF_CRASH_TRIALS the number of trials.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -38,7 +42,9 @@ Scenario run_kernels_scenario() {
 }
 // kvconf run on the llama2-tiny fixture: 30 pairs over every CPU profile and a report per profile (about 35 s).
 Scenario run_model_scenario() {
-  return {"kvconf run (llama2-tiny)", {"run", "--filter", "llama2-tiny"}, {{"models/llama2-tiny/pairs.jsonl", pair_key}}};
+  return {"kvconf run (llama2-tiny)",
+          {"run", "--filter", "llama2-tiny"},
+          {{"models/llama2-tiny/pairs.jsonl", pair_key}}};
 }
 
 std::uint64_t seed() {
@@ -65,14 +71,19 @@ struct Reference {
   nlohmann::json report;
   int status = -1;
   double seconds = 0.0;
+  double report_at = -1.0;  // when report.json appeared: the report files are written from about then to the end
 };
 
 Reference reference_run(const Scenario& s, const fs::path& base) {
   Reference r;
   r.dir = base / "reference";
-  const Exit e = run_kvconf({with_out(s, r.dir, false), base / "reference.log"});
+  Launch l{with_out(s, r.dir, false), base / "reference.log"};
+  l.watch = r.dir / "report.json";
+  const Exit e = run_kvconf(l);
+  r.report_at = e.watch_seen;
   EXPECT_FALSE(e.killed) << s.name << ": the reference run hung\n" << read_text(base / "reference.log");
-  EXPECT_TRUE(e.status == 0 || e.status == 1) << s.name << ": exit " << e.status << "\n" << read_text(base / "reference.log");
+  EXPECT_TRUE(e.status == 0 || e.status == 1)
+      << s.name << ": exit " << e.status << "\n" << read_text(base / "reference.log");
   r.status = e.status;
   r.seconds = e.seconds;
   for (const auto& [file, key] : s.stores) {
@@ -138,22 +149,34 @@ void check_final(const Scenario& s, const Reference& ref, const fs::path& dir, c
   for (const std::string& t : torn_reports(dir, ref.dir)) ADD_FAILURE() << when << ": torn report file " << t;
 }
 
-// `trials` runs of the scenario, each killed with SIGKILL up to `max_kills` times at a uniformly random point between
-// its start and the reference's finishing time, resumed with --resume after each kill, then run to the end.
+// `trials` runs of the scenario, each killed with SIGKILL up to `max_kills` times, resumed with --resume after each
+// kill, then run to the end. A launch is killed at a uniformly random point between its start and its expected end
+// (the reference's time, scaled down by the share of records already finished); the first launch of every other
+// trial at a random point of the reference's last stretch, from just before report.json appeared to its end, where
+// the report files are written.
 void kill_trials(const Scenario& s, int trials, int max_kills) {
   const fs::path base = test::temp_dir("kvconf_crash");
   const Reference ref = reference_run(s, base);
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::uint64_t sd = seed();
   std::mt19937_64 rng(sd);
-  std::uniform_real_distribution<double> at(0.0, ref.seconds);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double tail_from = ref.report_at > 0 ? std::max(0.0, ref.report_at - 0.05 * ref.seconds) : 0.0;
   std::size_t kills = 0, mid_run = 0, lost = 0, duplicates = 0, torn_tails = 0, leftovers = 0, records_at_kill = 0;
   for (int t = 0; t < trials && !::testing::Test::HasFatalFailure(); ++t) {
     const fs::path dir = base / ("trial-" + std::to_string(t));
     std::vector<std::set<std::string>> before(s.stores.size());
     for (int launch = 0;; ++launch) {
       const bool kill = launch < max_kills;
-      const double delay = kill ? at(rng) : -1.0;
+      std::size_t done = 0, all = 0;
+      for (std::size_t i = 0; i < before.size(); ++i) {
+        done += before[i].size();
+        all += ref.stores[i].records.size();
+      }
+      const double expected = ref.seconds * std::max(0.2, 1.0 - static_cast<double>(done) / static_cast<double>(all));
+      const bool tail = launch == 0 && t % 2 == 1;
+      const double u = unit(rng);
+      const double delay = !kill ? -1.0 : tail ? tail_from + u * (ref.seconds - tail_from) : u * expected;
       const std::string when = s.name + " trial " + std::to_string(t) + " launch " + std::to_string(launch) +
                                (kill ? " killed at " + std::to_string(delay) + " s" : "") + " (seed " +
                                std::to_string(sd) + ", KVCONF_SEED)";
@@ -165,7 +188,7 @@ void kill_trials(const Scenario& s, int trials, int max_kills) {
       }
       ++kills;
       const auto now = check_partial(s, ref, dir, when, torn_tails);
-      std::size_t n = 0, all = 0;
+      std::size_t n = 0;
       for (std::size_t i = 0; i < now.size(); ++i) {
         for (const std::string& k : before[i])
           if (!now[i].count(k)) {
@@ -173,7 +196,6 @@ void kill_trials(const Scenario& s, int trials, int max_kills) {
             ADD_FAILURE() << when << ": " << k << " was finished before this launch and is gone";
           }
         n += now[i].size();
-        all += ref.stores[i].records.size();
       }
       records_at_kill += n;
       mid_run += n > 0 && n < all;
@@ -185,18 +207,96 @@ void kill_trials(const Scenario& s, int trials, int max_kills) {
   }
   std::printf("crash figures: %s: %d trials, %zu kills (%zu with some but not all records finished; %zu records on "
               "disk at the kills), torn last lines %zu, pairs lost %zu, duplicated %zu, temporaries left by kills %zu; "
-              "reference run %.2f s; seed %llu\n",
+              "reference run %.2f s (report.json at %.2f s); seed %llu\n",
               s.name.c_str(), trials, kills, mid_run, records_at_kill, torn_tails, lost, duplicates, leftovers,
-              ref.seconds, static_cast<unsigned long long>(sd));
+              ref.seconds, ref.report_at, static_cast<unsigned long long>(sd));
   ::testing::Test::RecordProperty("kills", static_cast<int>(kills));
   ::testing::Test::RecordProperty("lost", static_cast<int>(lost));
   ::testing::Test::RecordProperty("duplicated", static_cast<int>(duplicates));
   EXPECT_GT(mid_run, 0u) << "no kill landed while records were being written: the delays miss the run";
 }
 
-TEST(CrashSafety, ModelSurvivesKill9) { kill_trials(model_scenario(), trials_or(14), 3); }
-TEST(CrashSafety, RunKernelsSurvivesKill9) { kill_trials(run_kernels_scenario(), trials_or(14), 3); }
-TEST(CrashSafety, RunModelsSurvivesKill9) { kill_trials(run_model_scenario(), trials_or(14) > 2 ? 2 : 1, 4); }
+TEST(CrashSafety, ModelSurvivesKill9) { kill_trials(model_scenario(), trials_or(10), 3); }
+TEST(CrashSafety, RunKernelsSurvivesKill9) { kill_trials(run_kernels_scenario(), trials_or(10), 3); }
+TEST(CrashSafety, RunModelsSurvivesKill9) { kill_trials(run_model_scenario(), std::max(1, trials_or(10) / 10), 4); }
+
+// Kills that land inside a write: the first launch of each trial SIGKILLs itself in the middle of its N-th write() to a
+// file (fail_writes_shim.c: half the bytes written, then kill -9), N drawn over all the writes of an uninterrupted run
+// (every other trial among its last 12: the report files and manifests); then --resume runs to the end.
+void write_kill_trials(const Scenario& s, int trials) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the LD_PRELOAD write shim cannot load before the ASan runtime";
+#endif
+  const fs::path base = test::temp_dir("kvconf_crash");
+  const Reference ref = reference_run(s, base);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  Launch count{with_out(s, base / "counted", false), base / "counted.log"};
+  count.env = {{"LD_PRELOAD", KVCONF_FAIL_WRITES_SHIM}, {"KVCONF_COUNT_WRITES_TO", (base / "writes").string()}};
+  ASSERT_EQ(run_kvconf(count).status, ref.status) << read_text(base / "counted.log");
+  const long long writes = std::atoll(read_text(base / "writes").c_str());
+  ASSERT_GT(writes, 12) << "the write shim counted no writes: not loaded?";
+  const std::uint64_t sd = seed();
+  std::mt19937_64 rng(sd);
+  std::size_t killed = 0, lost = 0, duplicates = 0, torn = 0;
+  for (int t = 0; t < trials; ++t) {
+    const long long from = t % 2 ? writes - 11 : 1;
+    const long long n = std::uniform_int_distribution<long long>(from, writes)(rng);
+    const fs::path dir = base / ("trial-" + std::to_string(t));
+    const std::string when = s.name + " killed inside write " + std::to_string(n) + " of " + std::to_string(writes) +
+                             " (seed " + std::to_string(sd) + ", KVCONF_SEED)";
+    Launch l{with_out(s, dir, false), dir.string() + ".log"};
+    l.env = {{"LD_PRELOAD", KVCONF_FAIL_WRITES_SHIM}, {"KVCONF_KILL_AT_WRITE", std::to_string(n)}};
+    const Exit e = run_kvconf(l);
+    killed += e.signal == SIGKILL;
+    check_partial(s, ref, dir, when, torn);
+    const Exit done = run_kvconf({with_out(s, dir, true), dir.string() + ".log"});
+    EXPECT_EQ(done.status, ref.status) << when << ", then --resume:\n" << read_text(dir.string() + ".log");
+    check_final(s, ref, dir, when + ", then --resume", lost, duplicates);
+  }
+  std::printf("crash figures: %s killed inside a write: %d trials over %lld writes, %zu killed (the others wrote "
+              "less than their N), torn last lines %zu, pairs lost %zu, duplicated %zu; seed %llu\n",
+              s.name.c_str(), trials, writes, killed, torn, lost, duplicates, static_cast<unsigned long long>(sd));
+  EXPECT_GT(killed, 0u);
+}
+
+TEST(CrashSafety, ModelKilledInsideAWrite) { write_kill_trials(model_scenario(), trials_or(6)); }
+TEST(CrashSafety, RunKilledInsideAWrite) { write_kill_trials(run_kernels_scenario(), trials_or(6)); }
+
+// The checks themselves fail on what they are meant to catch: a duplicated record, a record that differs, a torn
+// last line, report files cut short (a finished run of kvconf model, then each fault planted in a copy).
+TEST(CrashSafety, ChecksCatchPlantedFaults) {
+  const Scenario s = model_scenario();
+  const fs::path base = test::temp_dir("kvconf_crash");
+  const Reference ref = reference_run(s, base);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string pairs = read_text(ref.dir / "pairs.jsonl");
+  const std::string first = pairs.substr(0, pairs.find('\n') + 1);
+  const auto planted = [&](const std::string& name, const std::string& file, const std::string& text) {
+    const fs::path dir = base / name;
+    fs::copy(ref.dir, dir, fs::copy_options::recursive);
+    std::ofstream(dir / file, std::ios::binary | std::ios::trunc) << text;
+    std::size_t torn = 0, lost = 0, dup = 0;
+    ::testing::TestPartResultArray failures;
+    {
+      const ::testing::ScopedFakeTestPartResultReporter catcher(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      check_final(s, ref, dir, name, lost, dup);
+      check_partial(s, ref, dir, name, torn);
+    }
+    EXPECT_GT(failures.size(), 0) << "the checks missed the planted fault: " << name;
+    return std::make_pair(lost, dup);
+  };
+  EXPECT_EQ(planted("duplicate", "pairs.jsonl", pairs + first).second, 1u);
+  EXPECT_EQ(planted("lost", "pairs.jsonl", pairs.substr(first.size())).first, 1u);
+  std::string changed = pairs;
+  changed.insert(1, "\"extra\":1,");
+  planted("changed", "pairs.jsonl", changed);
+  planted("torn-line", "pairs.jsonl", pairs + first.substr(0, first.size() / 2));
+  for (const std::string f : {"report.json", "report.md", "report.html", "junit.xml", "manifest.json"}) {
+    const std::string text = read_text(ref.dir / f);
+    planted("torn-" + f, f, text.substr(0, text.size() - text.size() / 3));
+  }
+}
 
 // ---- A full disk and a read-only folder. ----
 
@@ -308,7 +408,8 @@ void read_only_folder(const Scenario& s) {
     l.wrapper = wrapper;
     const Exit e = run_kvconf(l);
     const std::string err = read_text(base / "ro-attempt.err");
-    const std::string when = s.name + " in a read-only folder (" + how + ")" + (resume ? " with --resume" : " new --out");
+    const std::string when =
+        s.name + " in a read-only folder (" + how + ")" + (resume ? " with --resume" : ", a new --out in it");
     EXPECT_TRUE(!e.killed && e.status == 2) << when << ": exit " << e.status << " signal " << e.signal << "\n" << err;
     EXPECT_TRUE(one_error_line(err, ::geteuid() == 0 ? "Read-only file system" : "Permission denied"))
         << when << ": not one error line:\n" << err;

@@ -17,7 +17,8 @@ namespace kvconf::crash {
 
 Exit run_kvconf(const Launch& l) {
   std::vector<std::string> argv = l.wrapper;
-  argv.push_back(KVCONF_EXE);
+  const char* exe = std::getenv("KVCONF_CRASH_EXE");  // another kvconf build (a planted fault: docs/CRASH_SAFETY.md)
+  argv.push_back(exe && *exe ? exe : KVCONF_EXE);
   argv.insert(argv.end(), l.args.begin(), l.args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
@@ -41,6 +42,8 @@ Exit run_kvconf(const Launch& l) {
   for (;;) {
     const pid_t r = ::waitpid(pid, &st, WNOHANG);
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::error_code ec;
+    if (e.watch_seen < 0 && !l.watch.empty() && fs::exists(l.watch, ec)) e.watch_seen = e.seconds;
     if (r == pid) break;
     if (e.seconds >= limit) {
       ::kill(pid, SIGKILL);
@@ -50,7 +53,7 @@ Exit run_kvconf(const Launch& l) {
       return e;
     }
     const double left = limit - e.seconds;
-    std::this_thread::sleep_for(std::chrono::duration<double>(left < 0.005 ? left : 0.005));
+    std::this_thread::sleep_for(std::chrono::duration<double>(left < 0.002 ? left : 0.002));
   }
   if (WIFEXITED(st)) e.status = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) e.signal = WTERMSIG(st);

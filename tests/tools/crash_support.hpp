@@ -19,6 +19,7 @@ struct Exit {
   int status = -1;      // exit status when it ended by itself (-1 when killed or ended by a signal)
   int signal = 0;       // the signal that ended it, if any
   double seconds = 0.0;
+  double watch_seen = -1.0;  // when Launch::watch first existed (seconds after the start), -1 if never
 };
 
 struct Launch {
@@ -31,6 +32,7 @@ struct Launch {
   double timeout = 600.0;                                   // SIGKILL and report a hang past this
   std::vector<std::pair<std::string, std::string>> env;     // added to the environment
   std::vector<std::string> wrapper;                         // programs before kvconf (e.g. unshare ...)
+  fs::path watch;                                           // a file whose appearance is timed (Exit::watch_seen)
 };
 
 // Runs KVCONF_EXE with `l.args`, killing it with SIGKILL after `l.kill_after` seconds unless it ends first.
