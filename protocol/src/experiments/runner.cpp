@@ -25,7 +25,7 @@ std::vector<std::string> experiment_names() {
 }
 
 std::vector<std::string> parse_experiments(const std::string& text) {
-  const std::vector<std::string> known = experiment_names();
+  std::vector<std::string> known = experiment_names();  // not const: returned by move for "all"
   std::string list;
   for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
   if (text == "all") return known;
