@@ -38,7 +38,7 @@ if [ "$install" = 1 ]; then
   fi
   major=$(clang++ -dumpversion | cut -d. -f1)
   missing=()
-  for p in "libclang-rt-${major}-dev" clang-tidy; do
+  for p in "libclang-rt-${major}-dev"; do
     need_install "$p" && missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
