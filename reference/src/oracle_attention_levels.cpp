@@ -41,7 +41,7 @@ bool RowEval::level0(Outputs& out) {
   if (caseA && s_.int_qk) {
     // ŷ_j = |ΔD_j|·KL entirely in integers (make_yscale): y − ŷ <= y·2^-126 + 2^-64, within the
     // fixed-point exp's budget (f truncated to 64 bits, input error <= 2^-120 for y < 64).
-    const auto lim = static_cast<std::uint64_t>(F + 2);
+    const auto lim = static_cast<std::uint64_t>(F) + 2;
     for (std::size_t j = 0; j < nv_; ++j) {
       const i128 dd = D_[j] - D_[m_];
       const auto a = static_cast<detail::u128>(dd < 0 ? -dd : dd);

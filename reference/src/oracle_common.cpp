@@ -167,7 +167,7 @@ struct ExpTables {
       mpfr_mul_2ui(z.get(), y.get(), 63, MPFR_RNDN);
       A[k] = mpfr_get_ui(z.get(), MPFR_RNDN);
       mpfr_mul(y.get(), y.get(), x.get(), MPFR_RNDN);
-      mpfr_div_ui(y.get(), y.get(), static_cast<unsigned long>(k + 1), MPFR_RNDN);
+      mpfr_div_ui(y.get(), y.get(), static_cast<unsigned long>(k) + 1, MPFR_RNDN);
     }
     // log2(e) = 1 / ln 2
     Mpfr l(300);
@@ -195,7 +195,7 @@ std::uint64_t fixed_exp2_neg(mpfr_srcptr y, int F, mpfr_ptr tmp) {
 }
 
 std::uint64_t fixed_exp2_neg_parts(std::uint64_t k, std::uint64_t f64, int F) {
-  if (k >= static_cast<std::uint64_t>(F + 2)) return 0;
+  if (k >= static_cast<std::uint64_t>(F) + 2) return 0;
   const ExpTables& tb = tables();
   const unsigned i = static_cast<unsigned>(f64 >> 56);
   const std::uint64_t G = f64 & ((std::uint64_t{1} << 56) - 1);
