@@ -117,10 +117,10 @@ void register_mutant_kernels(Registry& r) {
                  GemmBug::none}));
   r.add(mutants::make_attention_kernel(attn_design(
       "mutant.base.attn.online", "base of the attention mutants: online softmax, Bc = 16 at key 0, both paths (A1/A7-like)",
-      /*split=*/false, /*claims_invariant=*/true, AttnBug::none)));
+      /*split=*/false, /*invariant=*/true, AttnBug::none)));
   r.add(mutants::make_attention_kernel(attn_design(
       "mutant.base.attn.splitkv", "base of the split-KV mutants: decode runs 4 partitions + lse combine (A2-like)",
-      /*split=*/true, /*claims_invariant=*/false, AttnBug::none)));
+      /*split=*/true, /*invariant=*/false, AttnBug::none)));
   for (const Entry& e : entries()) {
     if (e.info.kind == "gemm") {
       r.add(mutants::make_gemm_kernel(GemmDesign{e.info.name, "mutant: " + e.info.bug, e.claims_invariant, e.gemm_bug}));
