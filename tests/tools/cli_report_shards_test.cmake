@@ -68,7 +68,9 @@ if(NOT last_out MATCHES "fixture:llama2-tiny: 3 of 3 shards, 6 of 6 planned pair
 endif()
 
 # A shard left out, a shard given twice, a copy of a shard, an unfinished shard: exit 2 naming the pair and folders.
-kvconf_expect_bad("a shard left out" "are missing.*n=3 prompts.*2 of 3 shards.*--partial"
+# (the manifests list the sampled prompt ids, so the missing pair is named with the shard that should hold it)
+kvconf_expect_bad("a shard left out"
+                  "pair 'fixture:llama2-tiny\\|fp16-eager\\|[a-z]+\\|0\\|ids:[0-9]+' \\(plan item [0-9]+, shard 1/3\\) is missing: no --in folder is shard 1/3.*--partial"
                   report --in "${OUT}/s0" "${OUT}/s2" --out "${OUT}/bad")
 kvconf_expect_bad("a shard given twice" "pair 'fixture:llama2-tiny\\|fp16-eager\\|[a-z]+\\|0\\|ids:[0-9]+' is in both .*s2 \\(shard 2/3\\) and .*s2 \\(shard 2/3\\)"
                   report --in "${OUT}/s0" "${OUT}/s1" "${OUT}/s2" "${OUT}/s2" --out "${OUT}/bad")
@@ -80,7 +82,7 @@ list(GET s1_lines 0 kept)
 file(MAKE_DIRECTORY "${OUT}/s1cut")
 file(COPY "${OUT}/s1/manifest.json" DESTINATION "${OUT}/s1cut")
 file(WRITE "${OUT}/s1cut/pairs.jsonl" "${kept}\n")
-kvconf_expect_bad("an unfinished shard" "pair 'fixture:llama2-tiny\\|fp16-eager\\|topk\\|0\\|ids:[0-9]+' is missing: none of .*s1cut \\(shard 1/3\\).*--resume"
+kvconf_expect_bad("an unfinished shard" "pair 'fixture:llama2-tiny\\|fp16-eager\\|topk\\|0\\|ids:[0-9]+' \\(plan item [0-9]+, shard 1/3\\) is missing: .*s1cut does not hold it.*--resume"
                   report --in "${OUT}/s0" "${OUT}/s1cut" "${OUT}/s2" --out "${OUT}/bad")
 kv(0 report --in "${OUT}/s0" "${OUT}/s1cut" "${OUT}/s2" --out "${OUT}/partial" --partial)
 if(NOT last_out MATCHES "5 of 6 planned pairs.*missing: pair" OR NOT last_out MATCHES "5 run pairs")
