@@ -72,6 +72,9 @@ Context::Context(const Model& model, ProfileKernels kernels, ContextOptions opti
                                 " but profile '" + kernels_.profile.name + "' runs in " +
                                 std::string(kvconf::name(kernels_.profile.storage)) +
                                 " (load or convert the model to the profile's storage format)");
+  if (options_.kv_fp32_gemm && gpu())
+    throw std::invalid_argument("kvconf::engine::Context: kv_fp32_gemm (the fp32 K/V remedy) is for CPU profiles; '" +
+                                kernels_.profile.name + "' runs on the GPU");
   if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
   reset();
 }
@@ -131,13 +134,13 @@ void Context::reset() {
 }
 
 std::vector<float> Context::prefill(std::span<const int> tokens, const ForwardOptions& o) {
-  return forward_rows(*model_, kernels_, cache_, ForwardCall{tokens, true, options_.fault}, o, trace_);
+  return forward_rows(*model_, kernels_, cache_, ForwardCall{tokens, true, options_.fault, options_.kv_fp32_gemm}, o, trace_);
 }
 
 std::vector<float> Context::decode(int token, const ForwardOptions& o) {
   if (cache_.n == 0) throw std::invalid_argument("kvconf::engine::Context::decode: nothing prefilled yet");
   const int t[1] = {token};
-  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault}, o, trace_);
+  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault, options_.kv_fp32_gemm}, o, trace_);
   if (options_.decode_logits_plant) options_.decode_logits_plant(logits);
   return logits;
 }
@@ -145,7 +148,7 @@ std::vector<float> Context::decode(int token, const ForwardOptions& o) {
 std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {
   if (gpu()) forget_device_kv(recompute_cache_);  // the previous recompute's buffers are freed below
   recompute_cache_ = make_cache(model_->config, tokens.size());
-  return forward_rows(*model_, kernels_, recompute_cache_, ForwardCall{tokens, false, options_.fault}, o, trace_);
+  return forward_rows(*model_, kernels_, recompute_cache_, ForwardCall{tokens, false, options_.fault, options_.kv_fp32_gemm}, o, trace_);
 }
 
 void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end) {

@@ -132,11 +132,12 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, call.fault);
     patch_op(o, l, OpStage::attn_in, attn_in, n);
     Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
-    Vec kk = linear(*k.gemm, attn_in, w.wk, n, kvd, D); // (n, KV, d)
-    Vec v = linear(*k.gemm, attn_in, w.wv, n, kvd, D);  // (n, KV, d)
+    const kernels::GemmKernel& kv_gemm = call.kv_fp32_gemm ? *call.kv_fp32_gemm : *k.gemm;  // fp32 K/V remedy
+    Vec kk = linear(kv_gemm, attn_in, w.wk, n, kvd, D);  // (n, KV, d)
+    Vec v = linear(kv_gemm, attn_in, w.wv, n, kvd, D);   // (n, KV, d)
     if (o.capture_layers) lt.q = q, lt.k = kk, lt.v = v;
     ops::rope(f, c, q, c.n_heads, rope_positions);
-    ops::rope(f, c, kk, c.n_kv_heads, rope_positions);
+    ops::rope(call.kv_fp32_gemm ? Format::fp32 : f, c, kk, c.n_kv_heads, rope_positions);
     patch_op(o, l, OpStage::q_rope, q, n);
     patch_op(o, l, OpStage::k_rope, kk, n);
     patch_op(o, l, OpStage::v, v, n);

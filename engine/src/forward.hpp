@@ -13,6 +13,7 @@ struct ForwardCall {
   std::span<const int> tokens;  // the call's rows, at absolute positions cache.n ...
   bool cached_path = false;     // true for prefill/decode (the path faults act on), false for recompute
   Fault fault = Fault::none;
+  const kernels::GemmKernel* kv_fp32_gemm = nullptr;  // ContextOptions::kv_fp32_gemm (the high-precision cache)
 };
 
 // Appends the call's K/V rows to `cache` (growing it by doubling) and returns the last row's logits: (vocab).

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -203,6 +204,34 @@ TEST(Experiments, GqaVariantsReplicateExactlyAndPoolByTheMean) {
   engine::Context c(mqa, pk);
   EXPECT_NE(c.prefill(prompt), za) << "the pooled model is another function";
   EXPECT_THROW(experiments::gqa_variant(base, 3), std::invalid_argument);
+}
+
+// The high-precision cache remedy (ContextOptions::kv_fp32_gemm): the cached V rows are fp32 results of the fp32 GEMM
+// kernel, so most are not fp16 values; layer 0's, rounded to fp16, are within one rounding of the plain context's (the
+// same inputs through another accumulation order); the logits move.
+TEST(Experiments, Fp32KvCacheKeepsTheProjectionsUnrounded) {
+  NEED("llama2-tiny");
+  const engine::Model m = engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / "llama2-tiny", Format::fp16);
+  const kernels::Registry reg = kernels::cpu_registry();
+  const engine::ProfileKernels pk = engine::resolve(engine::find_profile("fp16-eager"), reg);
+  const engine::ProfileKernels k32 = engine::resolve(engine::find_profile("fp32"), reg);
+  engine::ContextOptions o32;
+  o32.kv_fp32_gemm = k32.gemm;
+  engine::Context plain(m, pk), wide(m, pk, o32);
+  const std::vector<int> prompt = {1, 415, 2936, 9060, 285, 1142};
+  const std::vector<float> z16 = plain.prefill(prompt), z32 = wide.prefill(prompt);  // (vocab)
+  EXPECT_NE(z16, z32) << "fp32 K/V changed nothing";
+  const std::size_t kvd = m.config.kv_dim();
+  std::size_t not_fp16 = 0;
+  for (std::size_t i = 0; i < prompt.size() * kvd; ++i) {
+    const float v32 = wide.cache().v[0][i];
+    not_fp16 += static_cast<float>(round_to(Format::fp16, v32)) != v32;
+    // Layer 0's input is the same normed embedding in both contexts: the fp16 projection is the fp32 one up to the
+    // accumulation order (far below one fp16 rounding here) and its own rounding to fp16.
+    const double v16 = plain.cache().v[0][i];
+    EXPECT_LE(std::fabs(v32 - v16), 2.0 * std::ldexp(std::fabs(v16) + 0x1p-14, -11)) << "element " << i;
+  }
+  EXPECT_GT(not_fp16, prompt.size() * kvd / 2) << "the cached V rows are (mostly) fp16 values: not kept in fp32";
 }
 
 TEST(Experiments, ShardsPartitionTheRecordsAndResumeRedoesNothing) {

@@ -49,6 +49,8 @@ class PairUnit {
   std::function<std::optional<std::string>(const std::vector<int>&)> answer;
   // The cache-invariant profile (fp16-invariant) over the same stored weights, for models stored in fp16; else null.
   engine::Context* invariant = nullptr;
+  // The profile with ContextOptions::kv_fp32_gemm (fp32 K/V projections and cache), for 16-bit CPU profiles; else null.
+  engine::Context* kv_fp32 = nullptr;
 
   // Mean over steps of KL(softmax(a_t) ‖ softmax(b_t)).
   static double mean_kl(const std::vector<Logits>& a, const std::vector<Logits>& b);

@@ -2,7 +2,8 @@
 // free-running under the remedy against plain cache-OFF: flip, shared-context KL, measured time relative to plain
 // cache-ON, and the analytic extra work. Remedies: periodic cache refresh every R steps (the whole prefix recomputed,
 // its logits used and its rows replacing the cache), smoothed KV update (every R steps the cached rows become the
-// average of cached and recomputed), LayerCast (16-bit weights, fp32 compute: the fp32 context over the same stored
+// average of cached and recomputed), the high-precision cache (K/V projections kept in fp32 and cached in fp32,
+// engine::ContextOptions::kv_fp32_gemm), LayerCast (16-bit weights, fp32 compute: the fp32 context over the same stored
 // values, both paths), the cache-invariant profile (fp16-invariant: batch-invariant kernels, both paths). Rule
 // (docs/EXPERIMENTS.md "mitigations"): a remedy that claims bitwise equivalence — the cache-invariant profile — shows
 // no flip, KL 0 and equal logits at every step.
@@ -113,6 +114,13 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     const analysis::PairedRun run = analysis::run_free(u.ref(), u.ref(), u.prompt(), po);
     ms.push_back(outcome("layercast_fp32_compute", run, s, base, "fp32 activations and KV cache: 2x their memory"));
   }
+  if (u.kv_fp32) {  // The high-precision cache: K/V projections and cache in fp32, everything else 16-bit; both paths.
+    t0 = Clock::now();
+    engine::generate(*u.kv_fp32, u.prompt(), engine::CacheMode::on, go);
+    const double s = since(t0);
+    const analysis::PairedRun run = analysis::run_free(*u.kv_fp32, *u.kv_fp32, u.prompt(), po);
+    ms.push_back(outcome("fp32_kv_cache", run, s, base, "K/V cache in fp32: 2x its memory"));
+  }
   if (u.invariant) {  // The cache-invariant profile: both paths, claims bitwise equality.
     t0 = Clock::now();
     engine::generate(*u.invariant, u.prompt(), engine::CacheMode::on, go);
@@ -152,7 +160,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                "extra work (first pair)"};
   const Groups g = group_by(recs, {"model", "profile"});
   conformance::ExperimentPlot p{"Mitigations: flip rate (0 none, 1 refresh_16, 2 refresh_4, 3 refresh_1, 4 smoothed_4, "
-                                "5 LayerCast, 6 cache-invariant)",
+                                "5 LayerCast, 6 fp32 K/V cache, 7 cache-invariant)",
                                 "mitigation", "flip rate", {}};
   for (const std::string& k : g.keys) {
     std::vector<std::string> order;
@@ -192,7 +200,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
 }  // namespace
 
 Experiment mitigations() {
-  return {"mitigations", "Mitigations: refresh, smoothing, LayerCast, cache-invariant kernels (paper §7.6, seed 003)",
+  return {"mitigations", "Mitigations: refresh, smoothing, fp32 K/V cache, LayerCast, cache-invariant kernels (paper §7.6, seed 003)",
           "Which remedy removes the cache-ON/cache-OFF divergence, and at what cost?", run, summarize};
 }
 

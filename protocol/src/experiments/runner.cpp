@@ -92,11 +92,16 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
 
   engine::ContextOptions co;
   co.fault = plants.fault;
-  std::map<std::string, std::unique_ptr<engine::Context>> ctx, ref, invariant;
+  std::map<std::string, std::unique_ptr<engine::Context>> ctx, ref, invariant, kv32;
   const engine::ProfileKernels k_inv = engine::resolve(engine::find_profile("fp16-invariant"), *setup.registry);
   for (const auto& [name, pk] : setup.kernels) {
     ctx[name] = std::make_unique<engine::Context>(*setup.models.by_storage.at(pk.profile.storage), pk, co);
     ref[name] = std::make_unique<engine::Context>(*setup.models.ref_by_storage.at(pk.profile.storage), setup.k32);
+    if (pk.profile.storage != Format::fp32 && !pk.profile.requires_gpu) {
+      engine::ContextOptions c32 = co;
+      c32.kv_fp32_gemm = setup.k32.gemm;
+      kv32[name] = std::make_unique<engine::Context>(*setup.models.by_storage.at(pk.profile.storage), pk, c32);
+    }
     if (pk.profile.storage == k_inv.profile.storage)
       invariant[name] = std::make_unique<engine::Context>(*setup.models.by_storage.at(pk.profile.storage), k_inv, co);
   }
@@ -118,6 +123,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
     experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, po, plants);
     unit.answer = [&setup](const std::vector<int>& tokens) { return detail::answer_of(setup, tokens); };
     if (invariant.count(w.profile)) unit.invariant = invariant.at(w.profile).get();
+    if (kv32.count(w.profile)) unit.kv_fp32 = kv32.at(w.profile).get();
     for (const experiments::Experiment* e : run) {
       const std::string key = key_of(w, *e);
       if (store.has(key)) continue;

@@ -106,6 +106,11 @@ std::vector<Fault> head_faults();          // final_softcap_missing_decode (the 
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept
   Fault fault = Fault::none;
+  // The high-precision cache remedy (kvconf model --experiment mitigations): when set, the K and V projections run on
+  // this fp32 GEMM kernel (fp32 accumulation and output, on the same stored inputs and weights), RoPE runs in fp32, and
+  // the cache holds those fp32 values, which attention reads as they are; everything else stays in the storage format.
+  // Both paths alike. CPU profiles only (a GPU profile throws std::invalid_argument); the kernel must outlive the context.
+  const kernels::GemmKernel* kv_fp32_gemm = nullptr;
   // Planted for the threshold tests (conformance/suites/planted_bounds_test.cpp): called on every decode call's
   // logits (vocab) before they are returned; kvconf never sets it.
   std::function<void(std::vector<float>& logits)> decode_logits_plant = {};
