@@ -173,7 +173,8 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
   m->add_flag("--resume", o.resume, "Continue the run in --out: finished pairs are not redone (options must match)");
   m->add_option("--experiment", o.experiment,
                 "Run experiments instead of the protocol: all, or a comma-separated list of decision_boundary,\n"
-                "residual_patching, kv_patching, kv_buildup, kv_injection (docs/EXPERIMENTS.md). Results:\n"
+                "residual_patching, kv_patching, kv_buildup, gqa_amplification, kv_injection, mitigations,\n"
+                "flip_attribution (docs/EXPERIMENTS.md). Results:\n"
                 "OUT/experiments.jsonl and the report with each experiment's findings, plots and rules");
   m->add_option("--shard", o.shard,
                 "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"
