@@ -91,13 +91,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     rec.seed = w.seed;
     rec.max_new_tokens = o.max_new_tokens;
     rec.prompt_tokens = p.ids.size();
-    analysis::PairOptions po;
-    po.steps = o.max_new_tokens;
-    po.sampler.strategy = engine::parse_strategy(w.strategy);
-    po.sampler.top_k = o.top_k;
-    po.sampler.top_p = o.top_p;
-    po.sampler.temperature = o.temperature;
-    po.sampler.seed = pair_sampler_seed(w.seed, p.id);
+    analysis::PairOptions po = detail::pair_options(o, w, p.id);
     po.layer_drift = o.layer_drift;
     engine::Context& c = *ctx.at(w.profile);
     analysis::PairedRun free, teacher;

@@ -154,6 +154,17 @@ RunSetup load_run(const ProtocolOptions& o, const json& extra) {
   return s;
 }
 
+analysis::PairOptions pair_options(const ProtocolOptions& o, const WorkItem& w, const std::string& prompt_id) {
+  analysis::PairOptions po;
+  po.steps = o.max_new_tokens;
+  po.sampler.strategy = engine::parse_strategy(w.strategy);
+  po.sampler.top_k = o.top_k;
+  po.sampler.top_p = o.top_p;
+  po.sampler.temperature = o.temperature;
+  po.sampler.seed = pair_sampler_seed(w.seed, prompt_id);
+  return po;
+}
+
 std::optional<std::string> answer_of(const RunSetup& s, const std::vector<int>& tokens) {
   if (!s.decoder) return std::nullopt;
   std::vector<int> t;

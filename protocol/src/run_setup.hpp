@@ -15,7 +15,9 @@
 #include "kvconf/engine/tokenizer.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol.hpp"
+#include "kvconf/analysis/paired.hpp"
 #include "kvconf/protocol/protocol_inputs.hpp"
+#include "kvconf/protocol/protocol_plan.hpp"
 
 namespace kvconf::protocol::detail {
 
@@ -50,6 +52,10 @@ RunSetup load_run(const ProtocolOptions& o, const nlohmann::json& extra = nlohma
 void prepare_out(const ProtocolOptions& o, const nlohmann::json& options, const std::string& results_file);
 // The manifest also lists the sampled prompts' ids (prompt_ids: kvconf report names a pair no shard holds).
 void write_manifest(const ProtocolOptions& o, const RunSetup& s, const std::string& command);
+
+// The paired-run options of one planned pair: the run's steps and sampler settings, the pair's strategy, and its
+// per-step draws (pair_sampler_seed of the sample seed and prompt id). Layer drift is left to the caller.
+analysis::PairOptions pair_options(const ProtocolOptions& o, const WorkItem& w, const std::string& prompt_id);
 
 // The answer a decoded continuation gives (GSM8K's last number before the stop text); none without a decoder.
 std::optional<std::string> answer_of(const RunSetup& s, const std::vector<int>& tokens);

@@ -50,11 +50,18 @@ std::vector<std::string> parse_experiments(const std::string& text) {
   return ordered;
 }
 
+namespace {
+std::string key_string(const std::string& experiment, const std::string& model, const std::string& profile,
+                       const std::string& strategy, std::uint64_t seed, const std::string& prompt_id) {
+  return experiment + "|" + model + "|" + profile + "|" + strategy + "|" + std::to_string(seed) + "|" + prompt_id;
+}
+}  // namespace
+
 std::string experiment_record_key(const json& r) {
   try {
-    return r.at("experiment").get<std::string>() + "|" + r.at("model").get<std::string>() + "|" +
-           r.at("profile").get<std::string>() + "|" + r.at("strategy").get<std::string>() + "|" +
-           std::to_string(r.at("seed").get<std::uint64_t>()) + "|" + r.at("prompt_id").get<std::string>();
+    return key_string(r.at("experiment").get<std::string>(), r.at("model").get<std::string>(),
+                      r.at("profile").get<std::string>(), r.at("strategy").get<std::string>(),
+                      r.at("seed").get<std::uint64_t>(), r.at("prompt_id").get<std::string>());
   } catch (const json::exception& e) {
     throw BadInput(std::string("experiment record: a key field (experiment, model, profile, strategy, seed, "
                                "prompt_id) is missing or has the wrong type (") + e.what() + ")");
@@ -83,8 +90,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
   const PromptSet& ps = setup.ps;
   const std::vector<WorkItem> plan = plan_work(o.profiles, o.strategies, o.seeds, ps.prompts.size(), o.shard);
   auto key_of = [&](const WorkItem& w, const experiments::Experiment& e) {
-    return std::string(e.name) + "|" + o.model + "|" + w.profile + "|" + w.strategy + "|" + std::to_string(w.seed) +
-           "|" + ps.prompts[w.prompt].id;
+    return key_string(e.name, o.model, w.profile, w.strategy, w.seed, ps.prompts[w.prompt].id);
   };
   ExperimentsResult res;
   for (const WorkItem& w : plan)
@@ -113,14 +119,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
   pr.done = res.resumed;
   for (const WorkItem& w : plan) {
     const ProtocolPrompt& p = ps.prompts[w.prompt];
-    analysis::PairOptions po;
-    po.steps = o.max_new_tokens;
-    po.sampler.strategy = engine::parse_strategy(w.strategy);
-    po.sampler.top_k = o.top_k;
-    po.sampler.top_p = o.top_p;
-    po.sampler.temperature = o.temperature;
-    po.sampler.seed = pair_sampler_seed(w.seed, p.id);
-    experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, po, plants);
+    experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, detail::pair_options(o, w, p.id), plants);
     unit.answer = [&setup](const std::vector<int>& tokens) { return detail::answer_of(setup, tokens); };
     if (invariant.count(w.profile)) unit.invariant = invariant.at(w.profile).get();
     if (kv32.count(w.profile)) unit.kv_fp32 = kv32.at(w.profile).get();
