@@ -23,14 +23,13 @@
 #include "kvconf/engine/sampling.hpp"
 #include "kvconf/engine/tokenizer.hpp"
 #include "kvconf/kernels/registry.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 
 namespace kvconf::tools {
 namespace {
 
 // A problem with the user's input: becomes the one stderr line and exit status 2.
-struct BadInput : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using protocol::BadInput;
 
 // "1 2 3", "1,2,3" or "1, 2, 3" -> {1, 2, 3}. Throws BadInput naming the offending item.
 std::vector<int> parse_prompt_ids(const std::string& s) {
@@ -127,6 +126,13 @@ int run(const GenerateCliOptions& o) {
     if (id < 0 || static_cast<std::size_t>(id) >= vocab)
       throw BadInput("prompt token id " + std::to_string(id) + " is outside the model's vocabulary [0, " +
                      std::to_string(vocab) + ")");
+  // The cache grows with every token: a request longer than the model's context is refused, not run until memory
+  // runs out (as the protocol's check_fits does for kvconf model / run).
+  const std::size_t ctx_len = model.config.max_positions;
+  if (ctx_len > 0 && (gen.steps > ctx_len || prompt.size() > ctx_len - gen.steps))
+    throw BadInput("the prompt (" + std::to_string(prompt.size()) + " tokens) plus --steps " +
+                   std::to_string(gen.steps) + " exceeds " + o.model + "'s context of " + std::to_string(ctx_len) +
+                   " positions (max_position_embeddings / seq_len)");
 
   // 5. Generation.
   engine::Context ctx(model, pk);

@@ -58,8 +58,7 @@ std::vector<analysis::Prompt> fixture_prompts(const ModelFixture& f, std::size_t
 }
 
 std::string ModelCase::id() const {
-  const char* s = strategy == engine::Strategy::greedy ? "greedy" : strategy == engine::Strategy::top_k ? "topk" : "topp";
-  return fixture + "__" + profile + "__" + s + "_p" + std::to_string(prompts) + "_s" + std::to_string(steps);
+  return fixture + "__" + profile + "__" + engine::strategy_key(strategy) + "_p" + std::to_string(prompts) + "_s" + std::to_string(steps);
 }
 
 std::vector<ModelCase> model_cases(const std::vector<std::string>& fixtures, const std::vector<std::string>& profiles,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/conformance/model_rules.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "suite_support.hpp"
 
@@ -79,6 +80,21 @@ struct ModelParamName {
     return sanitize(i.param.c.id()) + (i.param.c.slow ? "__Slow" : "");
   }
 };
+
+// A model rule's verdict (model_rules.hpp, the reports' implementation) as "<Rule>.error|bound|headroom" properties
+// (measured and threshold as the report states them), "<Rule>.skipped" when not applied, and one line on stdout.
+inline void record_verdict(const RuleVerdict& v) {
+  if (!v.skipped.empty()) {
+    ::testing::Test::RecordProperty(v.name + ".skipped", v.skipped);
+    std::printf("%s not applied: %s\n", v.name.c_str(), v.skipped.c_str());
+    return;
+  }
+  ::testing::Test::RecordProperty(v.name + ".error", num17(v.measured));
+  ::testing::Test::RecordProperty(v.name + ".bound", num17(v.threshold));
+  ::testing::Test::RecordProperty(v.name + ".headroom", num17(v.headroom));
+  std::printf("%s %s measured=%.9g threshold=%.9g headroom=%.9g %s\n", v.name.c_str(), v.pass ? "pass" : "FAIL",
+              v.measured, v.threshold, v.headroom, v.detail.c_str());
+}
 
 inline analysis::PairOptions pair_options(const ModelCase& c, const std::string& prompt_id) {
   analysis::PairOptions o;

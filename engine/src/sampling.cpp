@@ -42,6 +42,15 @@ void check(const Sampler& s, std::span<const float> logits) {
 
 }  // namespace
 
+const char* strategy_key(Strategy s) {
+  switch (s) {
+    case Strategy::greedy: return "greedy";
+    case Strategy::top_k: return "topk";
+    case Strategy::top_p: return "topp";
+  }
+  return "?";
+}
+
 std::string Sampler::name() const {
   switch (strategy) {
     case Strategy::greedy: return "greedy";

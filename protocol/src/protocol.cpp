@@ -26,7 +26,7 @@
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol_inputs.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
-#include "regime_record.hpp"
+#include "kvconf/conformance/model_rules.hpp"
 #include "run_setup.hpp"
 
 namespace kvconf::protocol {
@@ -102,7 +102,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
       rec.fp32_kl_floor = conformance::fp32_kl_floor(free, *reordered.at(w.profile));
     } else
       rec.rules = conformance::check_flips_are_near_ties(c, *ref.at(w.profile), p.ids, po, po.sampler.seed, &free);
-    rec.free = regime_record(free);
+    rec.free = conformance::regime_record(free);
     free.logits_on.clear();
     free.logits_off.clear();
     if (!free.flip && o.reuse_free_as_teacher) {
@@ -111,7 +111,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     } else {
       teacher = analysis::run_teacher_forced(c, c, p.ids, rec.free.tokens_on, po);
     }
-    rec.teacher = regime_record(teacher);
+    rec.teacher = conformance::regime_record(teacher);
     if (o.layer_drift && !teacher.steps.empty()) {
       const std::size_t L = teacher.steps.front().layer_drift.size();
       rec.layer_drift_l2.assign(L, 0.0);

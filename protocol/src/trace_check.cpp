@@ -23,7 +23,7 @@
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/result_store.hpp"
-#include "regime_record.hpp"
+#include "kvconf/conformance/model_rules.hpp"
 
 namespace kvconf::protocol {
 namespace fs = std::filesystem;
@@ -93,7 +93,7 @@ conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Mo
   conformance::RunPairRecord rec = record_of(p.on);
   rec.max_new_tokens = run.steps.size();
   rec.prompt_tokens = p.on.prompt_ids.size();
-  rec.free = regime_record(run);
+  rec.free = conformance::regime_record(run);
   rec.rules.push_back(prefill_bitwise(p));
   // The fp32 replay (cache OFF) of the prompt and the first s cache-OFF tokens, computed once per step and shared by
   // the flip rules (steps up to the flip) and the replay difference (every step).

@@ -24,6 +24,8 @@ struct Sampler {
 
 // "greedy" | "topk" | "topp" (with the defaults); throws std::invalid_argument listing the choices.
 Strategy parse_strategy(std::string_view s);
+// The inverse of parse_strategy: "greedy" | "topk" | "topp" (records, case ids).
+const char* strategy_key(Strategy s);
 
 // The uniform draw in [0, 1) of step `step` of a run with this seed (SplitMix64; the same for both paths).
 double step_draw(std::uint64_t seed, std::size_t step);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvconf/conformance/experiment_summary.hpp"
+#include "kvconf/conformance/model_rules.hpp"
 #include "kvconf/conformance/records.hpp"
 
 namespace kvconf::reports {
@@ -23,14 +24,8 @@ struct ReportInput {
   std::vector<conformance::ExperimentSummary> experiments;  // kvconf model --experiment: findings, plots, verdicts
 };
 
-struct RuleVerdict {     // one JUnit test case
-  std::string suite;     // e.g. "model.fixture:llama2-tiny.fp16-eager" or "kernels.cpu.attn.a1_flash2.f16"
-  std::string name;      // rule name, e.g. "FlipsAreNearTies", "Fp32TokensIdentical", "oracle_bound/<case_id>"
-  bool pass = false;
-  double measured = 0, threshold = 0, headroom = 0;
-  std::string detail;
-  std::string skipped;   // non-empty: the rule was not applied (why); pass is true and measured/threshold are 0
-};
+// One JUnit test case (conformance/model_rules.hpp: the model rules and the suites share it).
+using RuleVerdict = conformance::RuleVerdict;
 
 // The rules of docs/REPORTS.md "Rules": per model×profile FlipsAreNearTies, Fp32TokensIdentical, Fp32KlRatio,
 // InvariantBitwise; per kernel case one verdict per CheckResult (skipped cases: one skipped verdict); each experiment's
