@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "faults.hpp"
 #include "forward.hpp"
 #include "kvconf/kernels/gpu.hpp"
 
@@ -133,14 +134,21 @@ void Context::reset() {
   trace_ = Trace{};
 }
 
+namespace {
+// A forward call on the cache-ON path (`cached`) or the recompute, with the context's fault and K/V GEMM.
+ForwardCall call_of(std::span<const int> tokens, bool cached, const ContextOptions& o) {
+  return ForwardCall{tokens, cached, &faults::hooks(o.fault), o.kv_fp32_gemm};
+}
+}  // namespace
+
 std::vector<float> Context::prefill(std::span<const int> tokens, const ForwardOptions& o) {
-  return forward_rows(*model_, kernels_, cache_, ForwardCall{tokens, true, options_.fault, options_.kv_fp32_gemm}, o, trace_);
+  return forward_rows(*model_, kernels_, cache_, call_of(tokens, true, options_), o, trace_);
 }
 
 std::vector<float> Context::decode(int token, const ForwardOptions& o) {
   if (cache_.n == 0) throw std::invalid_argument("kvconf::engine::Context::decode: nothing prefilled yet");
   const int t[1] = {token};
-  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, ForwardCall{t, true, options_.fault, options_.kv_fp32_gemm}, o, trace_);
+  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, call_of(t, true, options_), o, trace_);
   if (options_.decode_logits_plant) options_.decode_logits_plant(logits);
   return logits;
 }
@@ -148,7 +156,7 @@ std::vector<float> Context::decode(int token, const ForwardOptions& o) {
 std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {
   if (gpu()) forget_device_kv(recompute_cache_);  // the previous recompute's buffers are freed below
   recompute_cache_ = make_cache(model_->config, tokens.size());
-  return forward_rows(*model_, kernels_, recompute_cache_, ForwardCall{tokens, false, options_.fault, options_.kv_fp32_gemm}, o, trace_);
+  return forward_rows(*model_, kernels_, recompute_cache_, call_of(tokens, false, options_), o, trace_);
 }
 
 void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end) {

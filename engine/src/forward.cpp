@@ -17,7 +17,6 @@
 
 #include "kvconf/engine/error.hpp"
 #include "kvconf/kernels/gpu.hpp"
-#include "faults.hpp"
 #include "ops.hpp"
 
 namespace kvconf::engine {
@@ -48,10 +47,10 @@ Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<con
 
 // y: (rows, d) = RMSNorm(x: (rows, d)) with weight w: (d).
 Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<const float> x, std::span<const float> w,
-             std::size_t rows, Fault fault) {
+             std::size_t rows, const ForwardHooks& hooks) {
   Vec y(rows * c.hidden);
   kernels::NormParams p;
-  p.eps = faults::norm_eps(c, fault);
+  p.eps = hooks.norm_eps(c);
   p.one_plus_weight = c.norm_one_plus_weight;
   nk.run(kernels::NormShape{rows, c.hidden}, p, x, w, y);
   return y;
@@ -68,7 +67,7 @@ void grow(KvCache& cache, std::size_t rows, bool gpu) {
   cache.capacity = cap;
 }
 
-// The attention call of layer `l` for n rows at pos0 (a planted fault may change it: faults.hpp).
+// The attention call of layer `l` for n rows at pos0 (as the hooks give it).
 kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::size_t n, std::size_t pos0,
                                       std::size_t capacity, const ForwardCall& call) {
   kernels::AttentionCall a;
@@ -79,7 +78,7 @@ kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::
   a.params.scale = static_cast<double>(static_cast<float>(c.attn_scale()));
   a.params.softcap = c.attn_softcap;
   a.capacity = capacity;
-  faults::adjust_attention(a, c, call.fault, call.cached_path, call.cached_path && n == 1);
+  call.hooks->attention_call(a, c, call.cached_path, call.cached_path && n == 1);
   return a;
 }
 
@@ -102,6 +101,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
       throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                   std::to_string(c.vocab) + ")");
   const bool decode = call.cached_path && n == 1 && pos0 > 0;
+  const ForwardHooks& hooks = *call.hooks;
   // GPU profiles: the cache buffers are mirrored on the device (kernels::gpu_kv_track); every write is reported.
   const bool gpu = k.profile.requires_gpu;
   grow(cache, pos0 + n, gpu);
@@ -115,21 +115,21 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   Vec x(n * D);
   for (std::size_t r = 0; r < n; ++r)
     std::copy_n(m.embed.begin() + static_cast<std::size_t>(call.tokens[r]) * D, D, x.begin() + r * D);
-  if (c.scale_embeddings) ops::scale(f, x, faults::embed_scale(c, f, call.fault));
+  if (c.scale_embeddings) ops::scale(f, x, hooks.embed_scale(c, f));
   if (keep_hidden) trace.hidden.push_back(x);
 
   std::vector<std::size_t> positions(n);
   for (std::size_t r = 0; r < n; ++r) positions[r] = pos0 + r;
   std::vector<std::size_t> rope_positions = positions;
-  rope_positions[0] = faults::rope_position(rope_positions[0], call.fault, decode);
-  const std::size_t write_row = faults::cache_write_row(pos0, call.fault, decode);
+  rope_positions[0] = hooks.rope_position(rope_positions[0], decode);
+  const std::size_t write_row = hooks.cache_write_row(pos0, decode);
 
   const std::size_t qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
   const kernels::AttentionKernel& ak = (n == 1) ? *k.attn_decode : *k.attn_prefill;
   for (std::size_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.layers[l];
     LayerTrace lt;
-    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, call.fault);
+    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, hooks);
     patch_op(o, l, OpStage::attn_in, attn_in, n);
     Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
     const kernels::GemmKernel& kv_gemm = call.kv_fp32_gemm ? *call.kv_fp32_gemm : *k.gemm;  // fp32 K/V remedy
@@ -144,8 +144,8 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
     std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
     for (Vec* side : {&cache.k[l], &cache.v[l]})
-      faults::after_cache_store(*side, write_row * kvd, (write_row + 1) * kvd, f, call.fault, decode);
-    if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks) or the shifted_cache_row rewrite of pos0 − 1
+      hooks.after_cache_store(*side, write_row * kvd, (write_row + 1) * kvd, f, decode);
+    if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks), or a hook's rewrite of an earlier row
       for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
         kernels::gpu_kv_track(side->data());
         kernels::gpu_kv_rows_changed(side->data(), write_row);
@@ -154,18 +154,17 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
 
     const kernels::AttentionCall a = attention_call(c, l, n, pos0, cache.capacity, call);
     Vec attn(n * qd);  // (n, H, d)
-    if (!faults::run_attention(ak, a, q, cache.k[l], cache.v[l], attn, call.fault, decode))
-      ak.run(a, q, cache.k[l], cache.v[l], attn);
+    hooks.attention(ak, a, q, cache.k[l], cache.v[l], attn, decode);
     patch_op(o, l, OpStage::attn, attn, n);
 
     Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
     patch_op(o, l, OpStage::o, out, n);
     Vec o_normed;
-    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n, call.fault);
+    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n, hooks);
     Vec h(n * D);
     ops::add(f, x, c.post_norms ? o_normed : out, h);
 
-    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n, call.fault);
+    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n, hooks);
     patch_op(o, l, OpStage::mlp_in, mlp_in, n);
     Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
     Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
@@ -175,7 +174,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);    // (n, D)
     patch_op(o, l, OpStage::down, down, n);
     Vec down_normed;
-    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, call.fault);
+    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, hooks);
     Vec x_out(n * D);
     ops::add(f, h, c.post_norms ? down_normed : down, x_out);
 
@@ -210,10 +209,10 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
   }
   cache.n = std::max(cache.n, pos0 + n);
 
-  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, call.fault);  // (n, D)
+  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, hooks);  // (n, D)
   trace.final_normed.assign(normed.end() - static_cast<std::ptrdiff_t>(D), normed.end());
   Vec logits = linear(*k.gemm, trace.final_normed, m.head(), 1, c.vocab, D);  // (vocab)
-  if (faults::final_softcap(c, call.fault, decode)) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
+  if (hooks.final_softcap(c, decode)) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
   return logits;
 }
 

@@ -5,14 +5,15 @@
 #include <span>
 #include <vector>
 
+#include "forward_hooks.hpp"
 #include "kvconf/engine/context.hpp"
 
 namespace kvconf::engine {
 
 struct ForwardCall {
   std::span<const int> tokens;  // the call's rows, at absolute positions cache.n ...
-  bool cached_path = false;     // true for prefill/decode (the path faults act on), false for recompute
-  Fault fault = Fault::none;
+  bool cached_path = false;     // true for prefill/decode, false for the cache-OFF recompute
+  const ForwardHooks* hooks = &plain_forward();  // the model's variation points (a planted fault: faults.hpp)
   const kernels::GemmKernel* kv_fp32_gemm = nullptr;  // ContextOptions::kv_fp32_gemm (the high-precision cache)
 };
 

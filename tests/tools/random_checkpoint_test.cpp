@@ -1,4 +1,4 @@
-// kvconf_make_random_checkpoint's library (tools/bench/random_checkpoint.hpp): the configs it writes are the published
+// kvconf_make_random_checkpoint's library (bench/random_checkpoint.hpp): the configs it writes are the published
 // ones as the engine parses them, the plans have the published parameter counts and ~2 GB shards, and a one-layer
 // checkpoint (sharded small here, to exercise the index) loads through the engine's real loader with the seeded
 // weights it promises. The Mistral and Gemma-2 one-layer writes (~0.5 and ~1.3 GB) are Slow.

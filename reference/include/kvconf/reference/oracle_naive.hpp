@@ -1,6 +1,6 @@
 // Straightforward evaluations in Boost.Multiprecision mpfr_float at one fixed precision: no exact
 // sums, no error bounds, no certification. The independent cross-check of the oracle in its tests
-// and the baseline of tools/bench/bench_oracle.cpp. Same conventions as oracle.hpp (masks, heads).
+// and the baseline of bench/bench_oracle.cpp. Same conventions as oracle.hpp (masks, heads).
 // Its results are NOT certified: exact ties, exactly representable results under directed rounding
 // and near-ties can come out wrong. Each call sets Boost's default mpfr_float precision for its
 // duration (restored on return), so concurrent calls in several threads are not supported.

@@ -4,7 +4,7 @@
 // example plugin's kernel through its isolated worker process (plugin...attn.two_pass.f16, plugin...gemm.f16).
 // Counter x_cpu = wall time / the CPU kernel's wall time in the same benchmark (wall time: the plugin
 // worker computes in another process, whose CPU time this process does not see; "CPU" is this process's own).
-// Run: build/tools/bench/kvconf_bench_blackbox [--benchmark_filter=check_]
+// Run: build/bench/kvconf_bench_blackbox [--benchmark_filter=check_]
 #include <benchmark/benchmark.h>
 
 #include <chrono>

@@ -327,7 +327,7 @@ CheckpointPlan write_random_checkpoint(const RandomCheckpointOptions& o) {
           std::to_string(plan.total_bytes) + " bytes of fp16 in " + std::to_string(plan.shards.size()) +
           " shard(s).\nconfig.json is the published Hugging Face config (num_hidden_layers and torch_dtype may be "
           "overridden). NOT a trained model: weights are mean + s * N(0,1) with the tiny fixtures' scales "
-          "(tools/bench/random_checkpoint.cpp), for exercising real shapes and timing only.\n");
+          "(bench/random_checkpoint.cpp), for exercising real shapes and timing only.\n");
   engine::write_file_atomic(o.out / "config.json", published_config_json(o.arch, o.layers));
   return plan;
 }

@@ -7,9 +7,9 @@
 // mirror one new row per layer and side for cache-ON decode, the whole cache for a recompute; 0 for CPU profiles).
 //
 // Run (GPU, a random full-size checkpoint from kvconf_make_random_checkpoint):
-//   build/tools/bench/kvconf_bench_decode --model=/data/llama2-7b --profile=cuda-fp16
+//   build/bench/kvconf_bench_decode --model=/data/llama2-7b --profile=cuda-fp16
 // Run (CPU, the tiny fixture):
-//   build/tools/bench/kvconf_bench_decode --model=build/fixtures/models/llama2-tiny --profile=fp16-eager
+//   build/bench/kvconf_bench_decode --model=build/fixtures/models/llama2-tiny --profile=fp16-eager
 // Flags (or environment): --model=DIR (KVCONF_BENCH_MODEL; default: the llama2-tiny fixture of this build),
 // --profile=NAME (KVCONF_BENCH_PROFILE; default cuda-fp16), --prefix=128,512,2048 (KVCONF_BENCH_PREFIX); the rest
 // are Google Benchmark's (--benchmark_filter=decode/, --benchmark_format=json, ...).

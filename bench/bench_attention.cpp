@@ -3,7 +3,7 @@
 // (blocks of 64 keys descending, online softmax, no roundings, std::exp in float). Counter x_plain_fp32 =
 // kernel time / plain-fp32 time in thread CPU time (robust on a shared machine; target for the fp16/bf16-in,
 // fp32-accumulate kernels: <= 3).
-// Run: build/tools/bench/kvconf_bench_kernels --benchmark_filter=attn/
+// Run: build/bench/kvconf_bench_kernels --benchmark_filter=attn/
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

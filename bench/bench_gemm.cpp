@@ -2,7 +2,7 @@
 // n = k = 4096 and n = k = 1024, single-threaded, against two plain-fp32 kernels with the same per-element
 // loop order (one sequential FMA chain over k per output): `plain.f32.naive` (i, j, k loops, scalar) and
 // `plain.f32.wt` (i, k, j loops over a pre-transposed W, which the compiler vectorises across j).
-// Counter GFLOP/s = 2·m·n·k / time. Run: build/tools/bench/kvconf_bench_kernels --benchmark_filter=gemm/
+// Counter GFLOP/s = 2·m·n·k / time. Run: build/bench/kvconf_bench_kernels --benchmark_filter=gemm/
 #include <benchmark/benchmark.h>
 
 #include <cmath>
