@@ -53,7 +53,9 @@ Problem& problem(bool decode, Format f) {
   static std::map<std::pair<bool, Format>, Problem> cache;
   auto it = cache.find({decode, f});
   if (it == cache.end())
-    it = cache.emplace(std::make_pair(decode, f), decode ? make("decode_nkv4096", 1, 4096, f) : make("prefill_n512", 512, 512, f))
+    it = cache
+             .emplace(std::make_pair(decode, f),
+                      decode ? make("decode_nkv4096", 1, 4096, f) : make("prefill_n512", 512, 512, f))
              .first;
   return it->second;
 }
@@ -139,8 +141,7 @@ void bm_kernel(benchmark::State& state, const AttentionKernel* k, bool decode) {
     k->run(p.call, p.q, p.k, p.v, p.out);
     benchmark::DoNotOptimize(p.out.data());
   }
-  const double per = (cpu_now() - t0) /
-                     static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  const double per = (cpu_now() - t0) / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
   state.counters["x_plain_fp32"] = per / plain_seconds(decode);
 }
 

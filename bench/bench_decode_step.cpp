@@ -52,7 +52,7 @@ struct Setup {
   std::optional<engine::ProfileKernels> kernels;
   std::optional<bench::Bandwidth> bandwidth;  // nullopt: no roofline counters
   std::string bandwidth_note;
-  double weight_bytes = 0.0;                  // per decode step
+  double weight_bytes = 0.0;  // per decode step
 };
 
 Setup& setup() {
@@ -182,10 +182,14 @@ void parse_flags(int& argc, char** argv, Setup& s) {
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a.rfind("--model=", 0) == 0) s.model_dir = a.substr(8);
-    else if (a.rfind("--profile=", 0) == 0) s.profile_name = a.substr(10);
-    else if (a.rfind("--prefix=", 0) == 0) prefixes = a.substr(9);
-    else argv[out++] = argv[i];
+    if (a.rfind("--model=", 0) == 0)
+      s.model_dir = a.substr(8);
+    else if (a.rfind("--profile=", 0) == 0)
+      s.profile_name = a.substr(10);
+    else if (a.rfind("--prefix=", 0) == 0)
+      prefixes = a.substr(9);
+    else
+      argv[out++] = argv[i];
   }
   argc = out;
   s.prefixes = parse_prefixes(prefixes);

@@ -29,7 +29,7 @@ struct Problem {
   const char* name;
   ref::AttentionShape sh;
   ref::AttentionParams pr;
-  std::vector<double> q, k, v;  // q: (n_q, 1, d), k: (n_kv, 1, d), v: (n_kv, 1, d_v), fp16 values
+  std::vector<double> q, k, v;    // q: (n_q, 1, d), k: (n_kv, 1, d), v: (n_kv, 1, d_v), fp16 values
   std::vector<double> reference;  // the oracle's output, computed once
 };
 
@@ -131,11 +131,13 @@ int main(int argc, char** argv) {
     const auto o = rep.seconds.find(std::string("oracle/") + n);
     const auto b = rep.seconds.find(std::string("naive_boost/") + n);
     if (o != rep.seconds.end() && b != rep.seconds.end())
-      std::printf("speedup %-22s oracle %9.3f ms  naive Boost mpfr_float (%u bits) %10.3f ms  => %6.1fx (target >= 20x)\n",
-                  n, o->second * 1e3, ref::naive::boost_bits(kNaiveBits), b->second * 1e3, b->second / o->second);
+      std::printf(
+          "speedup %-22s oracle %9.3f ms  naive Boost mpfr_float (%u bits) %10.3f ms  => %6.1fx (target >= 20x)\n", n,
+          o->second * 1e3, ref::naive::boost_bits(kNaiveBits), b->second * 1e3, b->second / o->second);
   }
   if (g_mismatch) {
-    std::fprintf(stderr, "bench_oracle: correctly rounded outputs differ between the oracle and the naive implementation\n");
+    std::fprintf(stderr,
+                 "bench_oracle: correctly rounded outputs differ between the oracle and the naive implementation\n");
     return 1;
   }
   return 0;

@@ -14,7 +14,7 @@ struct Bandwidth {
   double bytes_per_s = 0.0;  // (read + written) bytes per second, the best of `reps` timed copies
   std::size_t copy_bytes = 0;
   int reps = 0;
-  std::string what;          // "cudaMemcpy D2D on NVIDIA H100 80GB HBM3", "host memcpy"
+  std::string what;  // "cudaMemcpy D2D on NVIDIA H100 80GB HBM3", "host memcpy"
 };
 
 // Why the device probe cannot run here (kernels::gpu_unavailable()'s reason, "built without CUDA", or a failed

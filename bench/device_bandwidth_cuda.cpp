@@ -14,8 +14,8 @@ namespace {
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
-    throw std::runtime_error(std::string("device copy bandwidth: ") + what + " returned " + cudaGetErrorName(e) +
-                             " (" + cudaGetErrorString(e) + ")");
+    throw std::runtime_error(std::string("device copy bandwidth: ") + what + " returned " + cudaGetErrorName(e) + " (" +
+                             cudaGetErrorString(e) + ")");
 }
 
 }  // namespace

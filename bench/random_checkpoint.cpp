@@ -124,8 +124,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 // fp16 bits of x, correctly rounded (RNE): round-to-odd to float, then the F16C conversion (or the reference encode).
 std::uint16_t fp16_bits(double x) {
 #if defined(KVCONF_HAVE_F16C)
-  return static_cast<std::uint16_t>(
-      _cvtss_sh(kernels::to_float_odd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  return static_cast<std::uint16_t>(_cvtss_sh(kernels::to_float_odd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #else
   return static_cast<std::uint16_t>(encode(Format::fp16, x));
 #endif
@@ -206,7 +205,9 @@ void check_write(std::FILE* f, const void* p, std::size_t n, const std::filesyst
 void write_shard(const CheckpointPlan& plan, std::size_t shard, const RandomCheckpointOptions& o, unsigned threads,
                  const std::filesystem::path& path) {
   json header = json::object();
-  header["__metadata__"] = {{"format", "pt"}, {"generator", "kvconf_make_random_checkpoint"}, {"arch", o.arch},
+  header["__metadata__"] = {{"format", "pt"},
+                            {"generator", "kvconf_make_random_checkpoint"},
+                            {"arch", o.arch},
                             {"seed", std::to_string(o.seed)}};
   std::size_t offset = 0;
   for (const TensorPlan& t : plan.tensors) {

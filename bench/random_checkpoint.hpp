@@ -20,19 +20,19 @@ const std::vector<std::string>& random_checkpoint_archs();
 std::string published_config_json(const std::string& arch, std::size_t layers = 0);
 
 struct RandomCheckpointOptions {
-  std::string arch;                 // one of random_checkpoint_archs()
-  std::filesystem::path out;        // the folder (created)
+  std::string arch;           // one of random_checkpoint_archs()
+  std::filesystem::path out;  // the folder (created)
   std::uint64_t seed = 0;
-  std::size_t layers = 0;           // 0 = the published layer count
+  std::size_t layers = 0;                       // 0 = the published layer count
   std::size_t max_shard_bytes = 2'000'000'000;  // data bytes per shard (a larger tensor gets a shard of its own)
-  unsigned threads = 0;             // 0 = hardware concurrency
+  unsigned threads = 0;                         // 0 = hardware concurrency
 };
 
 struct TensorPlan {
-  std::string name;                 // "model.layers.0.self_attn.q_proj.weight"
-  std::vector<std::size_t> shape;   // (out_features, in_features) for matrices
-  double mean = 0.0, sigma = 0.0;   // weights are mean + sigma·N(0, 1), rounded to fp16 (RNE)
-  std::size_t shard = 0;            // index into the shard list
+  std::string name;                // "model.layers.0.self_attn.q_proj.weight"
+  std::vector<std::size_t> shape;  // (out_features, in_features) for matrices
+  double mean = 0.0, sigma = 0.0;  // weights are mean + sigma·N(0, 1), rounded to fp16 (RNE)
+  std::size_t shard = 0;           // index into the shard list
 };
 
 struct CheckpointPlan {

@@ -1,4 +1,5 @@
-// libFuzzer harness: a checkpoint folder: config.json + model.safetensors or a sharded index (engine::load_model on a folder) (the driver is run_checkpoint in fuzz/drivers.cpp).
+// libFuzzer harness: a checkpoint folder: config.json + model.safetensors or a sharded index (engine::load_model on a
+// folder) (the driver is run_checkpoint in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// libFuzzer harness: Hugging Face config.json (engine::parse_hf_config) for Llama-2, Mistral and Gemma-2 (the driver is run_config in fuzz/drivers.cpp).
+// libFuzzer harness: Hugging Face config.json (engine::parse_hf_config) for Llama-2, Mistral and Gemma-2 (the driver is
+// run_config in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -55,7 +55,10 @@ fs::path make_scratch() {
   fs::path dir = base / ("kvconf-fuzz-" + std::to_string(::getpid()));
   fs::remove_all(dir, ec);
   fs::create_directories(dir);
-  std::atexit([] { std::error_code e; fs::remove_all(scratch_dir(), e); });
+  std::atexit([] {
+    std::error_code e;
+    fs::remove_all(scratch_dir(), e);
+  });
   return dir;
 }
 
@@ -228,12 +231,16 @@ void run_result_store(Bytes in) {
   const Bytes body = in.empty() ? in : in.subspan(1);
   const fs::path file = write_scratch("pairs.jsonl", body);
   std::function<std::string(const json&)> key_of;
-  if (pairs) key_of = [](const json& j) { return conformance::run_pair_from_json(j).key(); };
-  else key_of = [](const json& j) { return conformance::kernel_case_from_json(j).key(); };
+  if (pairs)
+    key_of = [](const json& j) { return conformance::run_pair_from_json(j).key(); };
+  else
+    key_of = [](const json& j) { return conformance::kernel_case_from_json(j).key(); };
   protocol::JsonlStore store(file, /*resume=*/true, key_of);
   for (const json& j : store.records()) {
-    if (pairs) (void)conformance::run_pair_from_json(j);
-    else (void)conformance::kernel_case_from_json(j);
+    if (pairs)
+      (void)conformance::run_pair_from_json(j);
+    else
+      (void)conformance::kernel_case_from_json(j);
   }
   if (!store.records().empty()) {
     const json first = store.records().front();

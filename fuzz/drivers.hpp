@@ -19,10 +19,10 @@ using Bytes = std::span<const std::uint8_t>;
 
 // One driver: returns normally on input the parser accepts; throws the parser's documented error type otherwise.
 struct Driver {
-  const char* name;                          // the harness name: fuzz/corpus/<name>, fuzz/regressions/<name>
-  void (*run)(Bytes);                        // drives the parser
-  bool (*accepts)(const std::exception&);    // true for the documented error type(s) of this parser
-  const char* error_type;                    // for messages: "engine::LoadError", "protocol::BadInput", ...
+  const char* name;                        // the harness name: fuzz/corpus/<name>, fuzz/regressions/<name>
+  void (*run)(Bytes);                      // drives the parser
+  bool (*accepts)(const std::exception&);  // true for the documented error type(s) of this parser
+  const char* error_type;                  // for messages: "engine::LoadError", "protocol::BadInput", ...
 };
 
 // Every driver, in the order of docs/FUZZING.md.

@@ -1,4 +1,5 @@
-// libFuzzer harness: golden baseline files (golden::read_baseline, check, to_json round trip) (the driver is run_golden in fuzz/drivers.cpp).
+// libFuzzer harness: golden baseline files (golden::read_baseline, check, to_json round trip) (the driver is run_golden
+// in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// libFuzzer harness: GSM8K jsonl (protocol::resolve_prompts with --prompts gsm8k:FILE: read_gsm8k, sample, exemplars, prompt text) (the driver is run_gsm8k in fuzz/drivers.cpp).
+// libFuzzer harness: GSM8K jsonl (protocol::resolve_prompts with --prompts gsm8k:FILE: read_gsm8k, sample, exemplars,
+// prompt text) (the driver is run_gsm8k in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

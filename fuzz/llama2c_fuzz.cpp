@@ -1,4 +1,5 @@
-// libFuzzer harness: llama2.c .bin checkpoints (engine::load_model on a .bin: load_llama2c, validate, fp16 conversion) (the driver is run_llama2c in fuzz/drivers.cpp).
+// libFuzzer harness: llama2.c .bin checkpoints (engine::load_model on a .bin: load_llama2c, validate, fp16 conversion)
+// (the driver is run_llama2c in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

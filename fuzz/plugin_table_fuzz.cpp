@@ -1,4 +1,5 @@
-// libFuzzer harness: the plugin worker's kernel table (plugin_wire::deserialize and its serialize round trip) (the driver is run_plugin_table in fuzz/drivers.cpp).
+// libFuzzer harness: the plugin worker's kernel table (plugin_wire::deserialize and its serialize round trip) (the
+// driver is run_plugin_table in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// libFuzzer harness: prompt-set files of token ids (protocol::resolve_prompts with --prompts ids:FILE: analysis::read_prompts) (the driver is run_prompts in fuzz/drivers.cpp).
+// libFuzzer harness: prompt-set files of token ids (protocol::resolve_prompts with --prompts ids:FILE:
+// analysis::read_prompts) (the driver is run_prompts in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

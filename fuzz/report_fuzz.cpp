@@ -1,4 +1,5 @@
-// libFuzzer harness: a result folder read by kvconf report (reports::read_results, rules, report.json/md/html, junit, summary) (the driver is run_report in fuzz/drivers.cpp).
+// libFuzzer harness: a result folder read by kvconf report (reports::read_results, rules, report.json/md/html, junit,
+// summary) (the driver is run_report in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -1,4 +1,5 @@
-// libFuzzer harness: the JSONL result store resumed (protocol::JsonlStore with resume=true, records parsed, one append) (the driver is run_result_store in fuzz/drivers.cpp).
+// libFuzzer harness: the JSONL result store resumed (protocol::JsonlStore with resume=true, records parsed, one append)
+// (the driver is run_result_store in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

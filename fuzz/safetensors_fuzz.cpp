@@ -1,4 +1,5 @@
-// libFuzzer harness: .safetensors files: header JSON, dtypes, shapes, offsets, overlaps, truncation (engine::SafetensorsFile::open), every tensor widened (the driver is run_safetensors in fuzz/drivers.cpp).
+// libFuzzer harness: .safetensors files: header JSON, dtypes, shapes, offsets, overlaps, truncation
+// (engine::SafetensorsFile::open), every tensor widened (the driver is run_safetensors in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

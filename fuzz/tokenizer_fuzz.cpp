@@ -1,4 +1,5 @@
-// libFuzzer harness: SentencePiece tokenizer.model files (engine::Tokenizer::load, encode, decode) (the driver is run_tokenizer in fuzz/drivers.cpp).
+// libFuzzer harness: SentencePiece tokenizer.model files (engine::Tokenizer::load, encode, decode) (the driver is
+// run_tokenizer in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

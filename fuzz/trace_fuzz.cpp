@@ -1,4 +1,5 @@
-// libFuzzer harness: kvconf.trace/1 traces (protocol::read_trace, then check_trace_pair on the trace and its cache-OFF twin) (the driver is run_trace in fuzz/drivers.cpp).
+// libFuzzer harness: kvconf.trace/1 traces (protocol::read_trace, then check_trace_pair on the trace and its cache-OFF
+// twin) (the driver is run_trace in fuzz/drivers.cpp).
 #include <cstddef>
 #include <cstdint>
 

@@ -30,8 +30,8 @@ void print_summary(const protocol::TraceCheckResult& r) {
     for (const auto& x : p.rules) g.prefill_differs += x.rule == "prefill_logits_bitwise" && !x.pass;
     g.kl += p.free.mean_kl();
   }
-  std::printf("%-52s %6s %9s %11s %9s %6s\n", "model  profile  strategy", "pairs", "diverged", "meanKL",
-              "prefill≠", "fails");
+  std::printf("%-52s %6s %9s %11s %9s %6s\n", "model  profile  strategy", "pairs", "diverged", "meanKL", "prefill≠",
+              "fails");
   for (const auto& [k, g] : groups)
     std::printf("%-52s %6zu %8.1f%% %11.3e %9zu %6zu\n", k.c_str(), g.pairs, 100.0 * g.diverged / g.pairs,
                 g.kl / g.pairs, g.prefill_differs, g.failed);
@@ -79,7 +79,8 @@ int check_command(const CheckCliOptions& c) {
                 r.resumed, c.out.c_str());
     print_summary(r);
     if (r.replay_max_diff >= 0)
-      std::printf("fp32 replay (kvconf engine, cache OFF, every step): max |z_off - z_fp32| = %.6g\n", r.replay_max_diff);
+      std::printf("fp32 replay (kvconf engine, cache OFF, every step): max |z_off - z_fp32| = %.6g\n",
+                  r.replay_max_diff);
     reports::ReportInput in;
     in.title = "kvconf check " + (c.dir.empty() ? c.on + " " + c.off : c.dir);
     in.pairs = r.records;

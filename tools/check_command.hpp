@@ -9,9 +9,9 @@
 namespace kvconf::tools {
 
 struct CheckCliOptions {
-  std::string on, off;   // one pair
-  std::string dir;       // or every pair in a folder
-  std::string model;     // checkpoint for the fp32 replay (optional)
+  std::string on, off;  // one pair
+  std::string dir;      // or every pair in a folder
+  std::string model;    // checkpoint for the fp32 replay (optional)
   std::string out = "kvconf-out";
   bool resume = false;
 };

@@ -19,7 +19,8 @@ int experiment_command(const ModelCliOptions& c) {
     const ProtocolOptions o = protocol_options(c);
     const std::vector<std::string> names = protocol::parse_experiments(c.experiment);
     ProgressBar bar("kvconf model --experiment");
-    const protocol::ExperimentsResult r = protocol::run_experiments(o, names, [&bar](const Progress& p) { bar.update(p); });
+    const protocol::ExperimentsResult r =
+        protocol::run_experiments(o, names, [&bar](const Progress& p) { bar.update(p); });
     bar.finish();
     std::printf("kvconf model --experiment: %zu records (%zu run now, %zu resumed) in %s/experiments.jsonl\n",
                 r.records.size(), r.ran, r.resumed, o.out.c_str());
@@ -35,8 +36,12 @@ int experiment_command(const ModelCliOptions& c) {
     in.title = "kvconf model --experiment " + c.experiment + " " + o.model;
     in.experiments = r.summaries;
     in.meta = provenance("kvconf model --experiment");
-    in.meta.update({{"model", o.model}, {"experiments", names}, {"shard", o.shard.str()},
-                    {"max_new_tokens", o.max_new_tokens}, {"n", o.n}, {"sample_seed", o.sample_seed}});
+    in.meta.update({{"model", o.model},
+                    {"experiments", names},
+                    {"shard", o.shard.str()},
+                    {"max_new_tokens", o.max_new_tokens},
+                    {"n", o.n},
+                    {"sample_seed", o.sample_seed}});
     failed_rules = write_report_with_summary(in, o.out);
   } catch (const BadInput& e) {
     std::fprintf(stderr, "kvconf model: %s\n", one_line(e.what()).c_str());

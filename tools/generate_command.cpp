@@ -48,7 +48,8 @@ std::vector<int> parse_prompt_ids(const std::string& s) {
     errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (end == item.c_str() || *end != '\0' || errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
-      throw BadInput("--prompt-ids: '" + item + "' is not a token id (expected integers separated by spaces or commas)");
+      throw BadInput("--prompt-ids: '" + item +
+                     "' is not a token id (expected integers separated by spaces or commas)");
     ids.push_back(static_cast<int>(v));
     i = j;
   }
@@ -92,7 +93,8 @@ int run(const GenerateCliOptions& o) {
   if (o.cache != "on" && o.cache != "off") throw BadInput("--cache must be 'on' or 'off' (got '" + o.cache + "')");
   const engine::CacheMode mode = o.cache == "on" ? engine::CacheMode::on : engine::CacheMode::off;
   if (o.prompt_given && o.prompt_ids_given) throw BadInput("give either --prompt or --prompt-ids, not both");
-  if (!o.prompt_given && !o.prompt_ids_given) throw BadInput("a prompt is required: --prompt-ids \"1 2 3\" or --prompt TEXT");
+  if (!o.prompt_given && !o.prompt_ids_given)
+    throw BadInput("a prompt is required: --prompt-ids \"1 2 3\" or --prompt TEXT");
   if (o.prompt_given && o.tokenizer.empty()) throw BadInput("--prompt needs --tokenizer PATH (a tokenizer.model)");
   std::vector<int> prompt;
   if (o.prompt_ids_given) {

@@ -16,10 +16,10 @@
 namespace kvconf::tools {
 
 struct GoldenCliOptions {
-  std::string action;           // "check" | "update"
-  std::filesystem::path dir;    // empty: the source tree's golden/baselines/<device>
+  std::string action;         // "check" | "update"
+  std::filesystem::path dir;  // empty: the source tree's golden/baselines/<device>
   std::string device = "cpu";
-  std::string part = "all";     // "all" | "kernels" | "tokens"
+  std::string part = "all";  // "all" | "kernels" | "tokens"
 };
 
 // The fixed configuration of the token baselines: each fixture × profile × strategy, `prompts` prompts of the fixture's

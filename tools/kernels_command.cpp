@@ -109,9 +109,12 @@ void print_row(const KernelCaseRecord& r) {
     passed += c.pass;
     if (!c.pass) failed += (failed.empty() ? "" : ",") + c.rule;
   }
-  if (!r.skipped.empty()) rules = "skip";
-  else if (failed.empty()) rules = std::to_string(passed) + "/" + std::to_string(r.rules.size()) + " pass";
-  else rules = "FAIL " + failed;
+  if (!r.skipped.empty())
+    rules = "skip";
+  else if (failed.empty())
+    rules = std::to_string(passed) + "/" + std::to_string(r.rules.size()) + " pass";
+  else
+    rules = "FAIL " + failed;
   std::string err = "-", bound = "-", head = "-";
   if (const auto* h = headline(r)) {
     err = h->rule + "=" + fmt(h->error);
@@ -122,8 +125,8 @@ void print_row(const KernelCaseRecord& r) {
   if (r.on_off)
     onoff = fmt(r.on_off->max_ulp) + " ulp, " + std::to_string(r.on_off->differing) + "/" +
             std::to_string(r.on_off->elements);
-  std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", r.kernel.c_str(), r.case_id.c_str(), rules.c_str(),
-              err.c_str(), bound.c_str(), head.c_str(), r.skipped.empty() ? onoff.c_str() : r.skipped.c_str());
+  std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", r.kernel.c_str(), r.case_id.c_str(), rules.c_str(), err.c_str(),
+              bound.c_str(), head.c_str(), r.skipped.empty() ? onoff.c_str() : r.skipped.c_str());
   std::fflush(stdout);
 }
 
@@ -159,11 +162,13 @@ int run(const KernelsCliOptions& o) {
     now.erase("kvconf_version");
     if (before != now)
       throw BadInput("--resume: " + manifest_file.string() + " records a different sweep (" +
-                     manifest["kernels"].dump() + "); rerun with the same --filter/--quick/--seed/--shard or choose "
+                     manifest["kernels"].dump() +
+                     "); rerun with the same --filter/--quick/--seed/--shard or choose "
                      "another --out");
   }
-  JsonlStore store(o.out / "kernels.jsonl", o.resume,
-                   [](const json& j) { return j.at("kernel").get<std::string>() + "|" + j.at("case_id").get<std::string>(); });
+  JsonlStore store(o.out / "kernels.jsonl", o.resume, [](const json& j) {
+    return j.at("kernel").get<std::string>() + "|" + j.at("case_id").get<std::string>();
+  });
   std::set<std::string> planned;
   for (const auto* it : mine) planned.insert(it->key());
   for (const json& j : store.records()) {
@@ -180,8 +185,8 @@ int run(const KernelsCliOptions& o) {
 
   std::printf("kvconf kernels: %zu items (%s sweep, shard %s)%s -> %s\n", mine.size(), o.quick ? "quick" : "full",
               shard.str().c_str(), o.resume ? ", resuming" : "", store.file().c_str());
-  std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", "kernel", "case", "rules", "error (rule)", "bound",
-              "headroom", "cache ON vs OFF (max ulp, differing/elements)");
+  std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", "kernel", "case", "rules", "error (rule)", "bound", "headroom",
+              "cache ON vs OFF (max ulp, differing/elements)");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<KernelCaseRecord> records;
   std::size_t ran = 0, resumed = 0;
@@ -214,8 +219,9 @@ int run(const KernelsCliOptions& o) {
   in.meta = provenance("kvconf kernels");
   in.meta.update({{"filter", o.filter}, {"quick", o.quick}, {"shard", shard.str()}});
   reports::write_report(in, o.out);
-  std::printf("\n%zu items (%zu run, %zu resumed, %zu skipped), %zu rules, %zu failed in %zu items; %.1f s. Records: %s\n",
-              records.size(), ran, resumed, skipped, rules, failed_rules, failed_items, secs, store.file().c_str());
+  std::printf(
+      "\n%zu items (%zu run, %zu resumed, %zu skipped), %zu rules, %zu failed in %zu items; %.1f s. Records: %s\n",
+      records.size(), ran, resumed, skipped, rules, failed_rules, failed_items, secs, store.file().c_str());
   std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
   return failed_rules ? 1 : 0;
 }
@@ -225,15 +231,15 @@ int run(const KernelsCliOptions& o) {
 CLI::App* add_kernels_command(CLI::App& app, KernelsCliOptions& o) {
   auto* c = app.add_subcommand(
       "kernels",
-      "The kernel sweep alone: every CPU kernel on standard shapes (GEMM, K/V projection, RMSNorm, attention over head\n"
+      "The kernel sweep alone: every CPU kernel on standard shapes (GEMM, K/V projection, RMSNorm, attention over "
+      "head\n"
       "dims 64/128/256, GQA 1 and 4, windows, softcap), each checked against the MPFR oracle within its a-priori\n"
       "bound and cache-ON (decode) against cache-OFF (prefill / full recompute). Records go to DIR/kernels.jsonl;\n"
       "a table of oracle errors and cache-ON vs OFF differences is printed. Exit 0: all rules pass; 1: a rule\n"
       "failed; 2: bad input.");
   c->add_option("--filter", o.filter, "Only items whose \"kernel|case_id\" contains this text (e.g. a1_flash2, d256)");
   c->add_flag("--quick", o.quick, "Only the standard shapes of kvconf run (seconds); default: also the full tables");
-  c->add_option("--out", o.out, "Output directory DIR: DIR/kernels.jsonl and DIR/manifest.json")
-      ->capture_default_str();
+  c->add_option("--out", o.out, "Output directory DIR: DIR/kernels.jsonl and DIR/manifest.json")->capture_default_str();
   c->add_flag("--resume", o.resume, "Continue DIR/kernels.jsonl of an interrupted sweep; finished items are kept");
   c->add_option("--shard", o.shard, "I/N: run only items i with i % N == I (0 <= I < N), for fan-out")
       ->capture_default_str();

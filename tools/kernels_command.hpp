@@ -10,14 +10,14 @@
 namespace kvconf::tools {
 
 struct KernelsCliOptions {
-  std::string filter;                       // keep items whose "kernel|case_id" contains this text
-  bool quick = false;                       // the standard shapes of kvconf run only
-  std::filesystem::path out = "kvconf-out"; // DIR: DIR/kernels.jsonl, DIR/manifest.json ("kernels" member)
-  bool resume = false;                      // continue DIR/kernels.jsonl; its finished items are not redone
-  std::string shard = "0/1";                // I/N: items i with i % N == I
-  bool list = false;                        // print the plan (this shard's items) and exit
-  std::string seed;                         // one seed for every rule (empty: per case; KVCONF_SEED also overrides)
-  std::vector<std::string> plugins;         // --plugin LIB.so (repeatable): sweep these plugins' kernels instead
+  std::string filter;                        // keep items whose "kernel|case_id" contains this text
+  bool quick = false;                        // the standard shapes of kvconf run only
+  std::filesystem::path out = "kvconf-out";  // DIR: DIR/kernels.jsonl, DIR/manifest.json ("kernels" member)
+  bool resume = false;                       // continue DIR/kernels.jsonl; its finished items are not redone
+  std::string shard = "0/1";                 // I/N: items i with i % N == I
+  bool list = false;                         // print the plan (this shard's items) and exit
+  std::string seed;                          // one seed for every rule (empty: per case; KVCONF_SEED also overrides)
+  std::vector<std::string> plugins;          // --plugin LIB.so (repeatable): sweep these plugins' kernels instead
 };
 
 CLI::App* add_kernels_command(CLI::App& app, KernelsCliOptions& o);

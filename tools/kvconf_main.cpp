@@ -15,9 +15,10 @@
 namespace {
 
 int kvconf_main(int argc, char** argv) {
-  CLI::App app{"kvconf — KV-cache equivalence conformance suite.\n"
-               "Checks that decoding with a KV cache computes what a full recompute computes, and tells\n"
-               "honest FP16 rounding effects from bugs with an MPFR oracle and a-priori error bounds."};
+  CLI::App app{
+      "kvconf — KV-cache equivalence conformance suite.\n"
+      "Checks that decoding with a KV cache computes what a full recompute computes, and tells\n"
+      "honest FP16 rounding effects from bugs with an MPFR oracle and a-priori error bounds."};
   app.set_version_flag("--version", std::string("kvconf ") + KVCONF_VERSION);
   app.require_subcommand(0, 1);
 
@@ -38,9 +39,10 @@ int kvconf_main(int argc, char** argv) {
       ->capture_default_str();
   auto* ids_opt = gen->add_option("--prompt-ids", gen_opts.prompt_ids, "Prompt token ids, e.g. \"1 2 3\"")
                       ->expected(0, 1);  // an empty prompt reaches generate, which names the problem
-  auto* text_opt = gen->add_option("--prompt", gen_opts.prompt, "Prompt text (needs --tokenizer; BOS added)")
-                       ->expected(0, 1);
-  gen->add_option("--tokenizer", gen_opts.tokenizer, "SentencePiece tokenizer.model (encodes --prompt, decodes output)");
+  auto* text_opt =
+      gen->add_option("--prompt", gen_opts.prompt, "Prompt text (needs --tokenizer; BOS added)")->expected(0, 1);
+  gen->add_option("--tokenizer", gen_opts.tokenizer,
+                  "SentencePiece tokenizer.model (encodes --prompt, decodes output)");
   gen->add_option("--steps", gen_opts.steps, "Tokens to generate (>= 1)")->capture_default_str();
   gen->add_option("--cache", gen_opts.cache, "KV cache: on (prefill + decode) or off (recompute every step)")
       ->capture_default_str();

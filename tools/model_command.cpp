@@ -67,8 +67,7 @@ void print_summary(const ProtocolResult& r) {
       std::snprintf(off, sizeof off, "%.1f%%", 100.0 * g.right_off / g.with_gold);
     }
     std::printf("%-44s %6zu %8.1f%% %11.3e %11.3e %6zu %7s %7s %6zu %8.3f\n", k.c_str(), g.pairs,
-                100.0 * g.diverged / n, g.kl_free / n, g.kl_teacher / n, g.diverged, on, off, g.failed,
-                g.seconds / n);
+                100.0 * g.diverged / n, g.kl_free / n, g.kl_teacher / n, g.diverged, on, off, g.failed, g.seconds / n);
   }
 }
 
@@ -104,7 +103,8 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
     if (!parse_u64(std::string_view(item).substr(0, dash), a) || !parse_u64(std::string_view(item).substr(dash + 1), b))
       throw BadInput("--seeds '" + text + "': '" + item + "' is not a range (expected A-B with integers 0 <= A <= B)");
     if (b < a) throw BadInput("--seeds '" + text + "': the range " + item + " ends below its start (expected A <= B)");
-    if (b - a >= 100000) throw BadInput("--seeds '" + text + "': the range " + item + " is too long (over 100000 seeds)");
+    if (b - a >= 100000)
+      throw BadInput("--seeds '" + text + "': the range " + item + " is too long (over 100000 seeds)");
     for (std::uint64_t s = a;; ++s) {
       out.push_back(s);
       if (s == b) break;
@@ -145,12 +145,13 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
       "Run the seed paper's protocol on one model: for every profile x strategy x seed x prompt, the cache-ON /\n"
       "cache-OFF pair free-running (FlipsAreNearTies rule) and teacher-forced, GSM8K correctness of both paths.\n"
       "Results: OUT/pairs.jsonl (one record per pair, appended as it finishes), OUT/manifest.json, and the report\n"
-                "(OUT/report.html, report.md, report.json, junit.xml). Exit 0: every\n"
+      "(OUT/report.html, report.md, report.json, junit.xml). Exit 0: every\n"
       "pair's rules pass; 1: a rule failed; 2: bad input. Prompt format and sampling: docs/PROTOCOL.md.");
   m->add_option("--model", o.model,
                 "fixture:NAME (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K), a checkpoint folder, its\n"
                 "config.json, or a llama2.c .bin");
-  m->add_option("--profile", o.profiles, "Numerics profiles, comma-separated (fp16-eager, fp16-flash2, bf16-eager, fp32, ...)")
+  m->add_option("--profile", o.profiles,
+                "Numerics profiles, comma-separated (fp16-eager, fp16-flash2, bf16-eager, fp32, ...)")
       ->capture_default_str();
   m->add_option("--strategies", o.strategies, "Decoding strategies, comma-separated: greedy, topk, topp")
       ->capture_default_str();
@@ -161,7 +162,8 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
                 "SentencePiece tokenizer.model for gsm8k prompts and answers (default: the shared LLaMA-2 one)");
   m->add_option("--n", o.n, "Prompts sampled without replacement (default 700; without --n, at most all there are)")
       ->each([&o](const std::string&) { o.n_given = true; });
-  m->add_option("--sample-seed", o.sample_seed, "Seed of the prompt sample (SplitMix64 Fisher-Yates)")->capture_default_str();
+  m->add_option("--sample-seed", o.sample_seed, "Seed of the prompt sample (SplitMix64 Fisher-Yates)")
+      ->capture_default_str();
   m->add_option("--seeds", o.seeds, "Sample seeds of the per-step draws: A-B or A,B,C")->capture_default_str();
   m->add_option("--max-new-tokens", o.max_new_tokens, "Decode steps per path")->capture_default_str();
   m->add_option("--shots", o.shots, "GSM8K few-shot exemplars before each question")->capture_default_str();
@@ -203,7 +205,10 @@ int model_command(const ModelCliOptions& c) {
     in.title = "kvconf model " + o.model;
     in.pairs = r.records;
     in.meta = provenance("kvconf model");
-    in.meta.update({{"model", o.model}, {"shard", o.shard.str()}, {"max_new_tokens", o.max_new_tokens}, {"n", o.n},
+    in.meta.update({{"model", o.model},
+                    {"shard", o.shard.str()},
+                    {"max_new_tokens", o.max_new_tokens},
+                    {"n", o.n},
                     {"sample_seed", o.sample_seed}});
     failed_rules = write_report_with_summary(in, o.out);
   } catch (const BadInput& e) {

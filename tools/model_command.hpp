@@ -14,15 +14,15 @@
 namespace kvconf::tools {
 
 struct ModelCliOptions {
-  std::string model;                            // fixture:NAME or a checkpoint path
-  std::string profiles = "fp16-eager";          // P[,P...]
+  std::string model;                    // fixture:NAME or a checkpoint path
+  std::string profiles = "fp16-eager";  // P[,P...]
   std::string strategies = "greedy,topk,topp";
-  std::string prompts;                          // gsm8k:FILE | ids:FILE | empty (the model's default)
+  std::string prompts;  // gsm8k:FILE | ids:FILE | empty (the model's default)
   std::string tokenizer;
   long long n = 700;
-  bool n_given = false;                         // --n on the command line (else n clamps to the prompts available)
+  bool n_given = false;  // --n on the command line (else n clamps to the prompts available)
   std::uint64_t sample_seed = 42;
-  std::string seeds = "0-4";                    // "0-4", "0,2,4", "3"
+  std::string seeds = "0-4";  // "0-4", "0,2,4", "3"
   long long max_new_tokens = 128;
   long long shots = 2;
   long long top_k = 50;
@@ -31,8 +31,8 @@ struct ModelCliOptions {
   std::string out = "kvconf-out";
   bool resume = false;
   std::string shard = "0/1";
-  bool shard_given = false;                     // --shard on the command line (else a Slurm array task's shard)
-  std::string experiment;                       // --experiment NAME[,NAME...]|all (experiment_command.hpp)
+  bool shard_given = false;  // --shard on the command line (else a Slurm array task's shard)
+  std::string experiment;    // --experiment NAME[,NAME...]|all (experiment_command.hpp)
 };
 
 CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o);

@@ -25,7 +25,7 @@ class ProgressBar {
   ProgressBar& operator=(const ProgressBar&) = delete;
   void update(const Progress& p);
   void operator()(const Progress& p) { update(p); }  // usable as a ProgressFn through std::ref
-  void finish();                    // ends the redrawn line (tty)
+  void finish();                                     // ends the redrawn line (tty)
 
  private:
   std::string label_;

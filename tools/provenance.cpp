@@ -17,7 +17,10 @@ nlohmann::json provenance(const std::string& command) {
   char host[256] = "";
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   // The torch kernels in the sweep are judged as this libtorch built and dispatched them (version, CPU capability).
-  return {{"kvconf_version", KVCONF_VERSION}, {"command", command}, {"date", date}, {"host", host},
+  return {{"kvconf_version", KVCONF_VERSION},
+          {"command", command},
+          {"date", date},
+          {"host", host},
           {"torch", kernels::torch_description()}};
 }
 

@@ -45,7 +45,8 @@ static std::vector<conformance::ExperimentSummary> merged_experiments(const std:
         return j;
       };
       const auto it = by_key.find(key);
-      if (it == by_key.end()) by_key.emplace(key, std::make_pair(std::move(r), d.string()));
+      if (it == by_key.end())
+        by_key.emplace(key, std::make_pair(std::move(r), d.string()));
       else if (timeless(it->second.first) != timeless(r))
         throw protocol::BadInput("experiment record " + key + " differs between " + it->second.second + " and " +
                                  d.string());

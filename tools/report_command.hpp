@@ -13,7 +13,7 @@ struct ReportCliOptions {
   std::vector<std::filesystem::path> in;  // folders holding pairs.jsonl and/or kernels.jsonl
   std::filesystem::path out;              // where report.{json,md,html} and junit.xml go
   std::string title = "kvconf report";
-  bool partial = false;                   // report a run with planned pairs missing (else exit 2)
+  bool partial = false;  // report a run with planned pairs missing (else exit 2)
 };
 
 CLI::App* add_report_command(CLI::App& app, ReportCliOptions& o);

@@ -56,8 +56,12 @@ nlohmann::json run_self_checks(const std::vector<SelfCheck>& checks, const std::
     std::printf("  %-28s %-4s %10llu %7.2fs  %s\n", c.name.c_str(), r.passed ? "PASS" : "FAIL",
                 static_cast<unsigned long long>(r.cases), secs, r.detail.c_str());
     std::fflush(stdout);
-    report["checks"].push_back({{"name", c.name}, {"what", c.what}, {"passed", r.passed}, {"cases", r.cases},
-                                {"seconds", secs}, {"detail", r.detail}});
+    report["checks"].push_back({{"name", c.name},
+                                {"what", c.what},
+                                {"passed", r.passed},
+                                {"cases", r.cases},
+                                {"seconds", secs},
+                                {"detail", r.detail}});
   }
   report["passed"] = failed == 0;
   write_file_atomic(out / "selfcheck.json", report.dump(2) + "\n");
@@ -183,8 +187,8 @@ int run_command(const RunOptions& o) {
     in.meta = provenance("kvconf run");
     in.meta["filter"] = o.filter;
     if (!checks.empty())
-      in.meta["selfcheck"] = std::to_string(checks.size()) + " run, " + std::to_string(failed_checks) +
-                             " failed (selfcheck.json)";
+      in.meta["selfcheck"] =
+          std::to_string(checks.size()) + " run, " + std::to_string(failed_checks) + " failed (selfcheck.json)";
     in.meta["seconds"] = seconds_since(t_start);
     const auto verdicts = reports::evaluate_rules(in);
     reports::write_report(in, o.out);

@@ -10,9 +10,9 @@ namespace kvconf::tools {
 
 struct RunOptions {
   std::filesystem::path out = "kvconf-out";
-  std::string filter;  // run only self-checks, kernel items and fixtures whose name contains this text
-  bool list = false;   // print what would run and exit
-  bool resume = false; // keep the finished kernel items and run pairs of an interrupted run in --out
+  std::string filter;   // run only self-checks, kernel items and fixtures whose name contains this text
+  bool list = false;    // print what would run and exit
+  bool resume = false;  // keep the finished kernel items and run pairs of an interrupted run in --out
 };
 
 CLI::App* add_run_command(CLI::App& app, RunOptions& o);

@@ -71,8 +71,9 @@ void add_bound_checks(std::vector<SelfCheck>& out) {
                  [=] { return dot_bounds(f16_f32, Sequential{}, true); }});
   out.push_back({"bounds.pairwise_fp16_acc", "pairwise fp16 accumulation within its bound",
                  [=] { return dot_bounds(f16_f16, Pairwise{}, false); }});
-  out.push_back({"bounds.splitk_fp16_out", "split-K(4), slices rounded to fp16, within its bound",
-                 [=] { return dot_bounds(f16_f32_o16, SplitK{4, SplitKCombine::slices_rounded_to_output}, true); }});
+  out.push_back({"bounds.splitk_fp16_out", "split-K(4), slices rounded to fp16, within its bound", [=] {
+                   return dot_bounds(f16_f32_o16, SplitK{4, SplitKCombine::slices_rounded_to_output}, true);
+                 }});
   out.push_back({"bounds.tensor_core_h100", "H100 tensor-core block-FMA model (RZ) within its bound",
                  [=] { return dot_bounds(f16_f32, TensorCore{TensorCoreParams::h100()}, true); }});
 }

@@ -45,7 +45,8 @@ CheckResult conversions(Format from) {
   }
   mpfr_clear(m);
   r.passed = true;
-  r.detail = "all " + std::to_string(count) + " patterns x " + std::to_string(std::size(kAllFormats)) + " target formats bit-exact";
+  r.detail = "all " + std::to_string(count) + " patterns x " + std::to_string(std::size(kAllFormats)) +
+             " target formats bit-exact";
   return r;
 }
 
@@ -66,18 +67,30 @@ CheckResult arithmetic(Format f, int samples_per_op) {
       const double a = draw(), b = draw(), c = draw();
       double mine = 0;
       switch (op) {
-        case Op::add: mine = add(f, a, b); break;
-        case Op::sub: mine = sub(f, a, b); break;
-        case Op::mul: mine = mul(f, a, b); break;
-        case Op::div: mine = div(f, a, b); break;
-        case Op::sqrt: mine = kvconf::sqrt(f, a); break;
-        case Op::fma: mine = kvconf::fma(f, a, b, c); break;
+        case Op::add:
+          mine = add(f, a, b);
+          break;
+        case Op::sub:
+          mine = sub(f, a, b);
+          break;
+        case Op::mul:
+          mine = mul(f, a, b);
+          break;
+        case Op::div:
+          mine = div(f, a, b);
+          break;
+        case Op::sqrt:
+          mine = kvconf::sqrt(f, a);
+          break;
+        case Op::fma:
+          mine = kvconf::fma(f, a, b, c);
+          break;
       }
       const double golden = ref::op_mpfr(f, op, a, b, c);
       ++r.cases;
       if (!same(mine, golden)) {
-        r.detail = std::string(name(f)) + " op " + std::to_string(static_cast<int>(op)) + " (" + show(a) + ", " + show(b) +
-                   ", " + show(c) + "): got " + show(mine) + ", MPFR " + show(golden);
+        r.detail = std::string(name(f)) + " op " + std::to_string(static_cast<int>(op)) + " (" + show(a) + ", " +
+                   show(b) + ", " + show(c) + "): got " + show(mine) + ", MPFR " + show(golden);
         return r;
       }
     }
@@ -90,8 +103,10 @@ CheckResult arithmetic(Format f, int samples_per_op) {
 }  // namespace
 
 void add_format_checks(std::vector<SelfCheck>& out) {
-  out.push_back({"formats.fp16.conversions", "all 65536 fp16 patterns to every format, vs MPFR", [] { return conversions(Format::fp16); }});
-  out.push_back({"formats.bf16.conversions", "all 65536 bf16 patterns to every format, vs MPFR", [] { return conversions(Format::bf16); }});
+  out.push_back({"formats.fp16.conversions", "all 65536 fp16 patterns to every format, vs MPFR",
+                 [] { return conversions(Format::fp16); }});
+  out.push_back({"formats.bf16.conversions", "all 65536 bf16 patterns to every format, vs MPFR",
+                 [] { return conversions(Format::bf16); }});
   out.push_back({"formats.fp8.conversions", "all e4m3 and e5m2 patterns to every format, vs MPFR", [] {
                    CheckResult a = conversions(Format::fp8_e4m3);
                    if (!a.passed) return a;
@@ -100,7 +115,8 @@ void add_format_checks(std::vector<SelfCheck>& out) {
                    return b;
                  }});
   for (Format f : {Format::fp16, Format::bf16, Format::fp8_e4m3, Format::fp8_e5m2}) {
-    out.push_back({"arith." + std::string(name(f)), "correctly rounded + - * / sqrt fma in " + std::string(name(f)) + ", vs MPFR",
+    out.push_back({"arith." + std::string(name(f)),
+                   "correctly rounded + - * / sqrt fma in " + std::string(name(f)) + ", vs MPFR",
                    [f] { return arithmetic(f, 200000); }});
   }
 }

@@ -50,7 +50,8 @@ CheckResult equal_scores_mean() {
     mpfr_div_ui(m.get(), m.get(), 7, MPFR_RNDN);
     const double expect = ref::round_mpfr(Format::fp16, m.get());
     if (r.out[c] != expect)
-      return fail(c + 1, "column " + std::to_string(c) + ": oracle " + std::to_string(r.out[c]) + " vs mean " + std::to_string(expect));
+      return fail(c + 1, "column " + std::to_string(c) + ": oracle " + std::to_string(r.out[c]) + " vs mean " +
+                             std::to_string(expect));
   }
   return {true, 4, "q = 0: every output equals the fp16-rounded mean of V's column"};
 }
@@ -65,7 +66,8 @@ CheckResult one_visible_key() {
   const auto r = ref::attention(q, k, v, s, p, Format::fp16, to_fp16());
   for (std::size_t h = 0; h < 2; ++h)
     for (std::size_t c = 0; c < 16; ++c)
-      if (r.out[h * 16 + c] != v[c]) return fail(h * 16 + c + 1, "head " + std::to_string(h) + " column " + std::to_string(c) + " is not v[0]");
+      if (r.out[h * 16 + c] != v[c])
+        return fail(h * 16 + c + 1, "head " + std::to_string(h) + " column " + std::to_string(c) + " is not v[0]");
   return {true, 32, "causal query at position 0 returns row 0 of V in every head (MQA)"};
 }
 
@@ -91,7 +93,8 @@ CheckResult gqa_and_decode_row() {
   const std::span<const double> last_q(q.data() + (n - 1) * H * d, H * d);
   const auto dec = ref::attention(last_q, k, v, {1, n, H, Hk, d, d}, dp, Format::fp16, to_fp16());
   for (std::size_t i = 0; i < H * d; ++i)
-    if (dec.out[i] != gqa.out[(n - 1) * H * d + i]) return fail(gqa.out.size() + i, "decode row differs from the last prefill row");
+    if (dec.out[i] != gqa.out[(n - 1) * H * d + i])
+      return fail(gqa.out.size() + i, "decode row differs from the last prefill row");
   return {true, gqa.out.size() + H * d, "GQA == MHA with repeated heads; decode row == last causal prefill row"};
 }
 
@@ -124,7 +127,8 @@ CheckResult matches_naive() {
 void add_oracle_checks(std::vector<SelfCheck>& out) {
   out.push_back({"oracle.equal_scores", "equal scores give the plain mean of V", equal_scores_mean});
   out.push_back({"oracle.one_visible_key", "a single visible key gives that row of V", one_visible_key});
-  out.push_back({"oracle.gqa_decode_row", "GQA == MHA with repeated heads; decode == last prefill row", gqa_and_decode_row});
+  out.push_back(
+      {"oracle.gqa_decode_row", "GQA == MHA with repeated heads; decode == last prefill row", gqa_and_decode_row});
   out.push_back({"oracle.matches_naive", "oracle vs straightforward Boost mpfr_float attention", matches_naive});
 }
 

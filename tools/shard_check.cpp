@@ -24,7 +24,7 @@ using protocol::Shard;
 
 struct Folder {
   fs::path dir, manifest;
-  json options;        // the manifest's options without "shard"
+  json options;  // the manifest's options without "shard"
   Shard shard;
   std::optional<std::vector<std::string>> prompt_ids;  // absent in manifests of kvconf before the check
   std::vector<std::string> keys;                       // pairs.jsonl's record keys, file order
@@ -164,8 +164,9 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
                         std::to_string(owner) + "/" + std::to_string(first.shard.count) + ") is missing: " +
                         (f == by_shard.end() ? "no --in folder is shard " + std::to_string(owner) + "/" +
                                                    std::to_string(first.shard.count)
-                                             : f->second->dir.string() + " does not hold it (an unfinished shard: "
-                                                                         "finish it with kvconf model ... --resume)");
+                                             : f->second->dir.string() +
+                                                   " does not hold it (an unfinished shard: "
+                                                   "finish it with kvconf model ... --resume)");
       }
     }
     for (const auto& [key, f] : holder)

@@ -103,8 +103,10 @@ Drift drift(std::span<const float> a, std::span<const float> b) {
   }
   Drift d;
   d.l2 = std::sqrt(d2);
-  if (aa == 0.0 && bb == 0.0) d.cosine = 1.0;
-  else if (aa == 0.0 || bb == 0.0) d.cosine = 0.0;
+  if (aa == 0.0 && bb == 0.0)
+    d.cosine = 1.0;
+  else if (aa == 0.0 || bb == 0.0)
+    d.cosine = 0.0;
   else {
     // sqrt(aa·bb): for a == b it is exactly aa (sqrt(x²) == |x| under RNE), so identical vectors give cosine 1.
     const double p = aa * bb;

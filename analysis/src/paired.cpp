@@ -24,7 +24,7 @@ engine::GenerateOptions options_for(Context& ctx, const PairOptions& o, HiddenRo
     g.hook = [&ctx, rows](std::size_t, std::span<const float>, int) {
       const engine::Trace& t = ctx.trace();
       const std::size_t h = ctx.model().config.hidden;
-      std::vector<std::vector<float>> step;  // (n_layers + 1) × (hidden)
+      std::vector<std::vector<float>> step;            // (n_layers + 1) × (hidden)
       for (const std::vector<float>& hl : t.hidden) {  // (rows, hidden)
         if (hl.size() != t.rows * h || t.rows == 0)
           throw std::logic_error("paired run: trace hidden state is not (rows, hidden)");
@@ -92,8 +92,8 @@ PairedRun run_free(Context& on, Context& off, std::span<const int> prompt, const
 PairedRun run_teacher_forced(Context& on, Context& off, std::span<const int> prompt, std::span<const int> forced,
                              const PairOptions& o) {
   HiddenRows hid_on, hid_off;
-  engine::GenerateResult a = engine::teacher_forced(on, prompt, forced, CacheMode::on,
-                                                    options_for(on, o, o.layer_drift ? &hid_on : nullptr));
+  engine::GenerateResult a =
+      engine::teacher_forced(on, prompt, forced, CacheMode::on, options_for(on, o, o.layer_drift ? &hid_on : nullptr));
   engine::GenerateResult b = engine::teacher_forced(off, prompt, forced, CacheMode::off,
                                                     options_for(off, o, o.layer_drift ? &hid_off : nullptr));
   return pair(Regime::teacher_forced, prompt, std::move(a), std::move(b), hid_on, hid_off, o);

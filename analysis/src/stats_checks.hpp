@@ -20,8 +20,8 @@ inline void require_same_length(const char* fn, std::size_t a, std::size_t b) {
 
 inline void require_at_least(const char* fn, const char* name, std::size_t n, std::size_t min) {
   if (n < min)
-    fail(fn, std::string(name) + " has " + std::to_string(n) + (n == 1 ? " value" : " values") +
-                 ", needs at least " + std::to_string(min));
+    fail(fn, std::string(name) + " has " + std::to_string(n) + (n == 1 ? " value" : " values") + ", needs at least " +
+                 std::to_string(min));
 }
 
 inline void require_finite(const char* fn, const char* name, std::span<const double> v) {

@@ -63,7 +63,7 @@ std::vector<std::int64_t> u_counts(std::size_t m, std::size_t n) {
   for (std::size_t i = 1; i <= m; ++i) {
     const std::size_t up = n + i;
     for (std::size_t u = m * n; u >= up; --u) c[u] -= c[u - up];  // × (1 − q^(n+i))
-    for (std::size_t u = i; u <= m * n; ++u) c[u] += c[u - i];     // ÷ (1 − q^i): exact, a running sum
+    for (std::size_t u = i; u <= m * n; ++u) c[u] += c[u - i];    // ÷ (1 − q^i): exact, a running sum
   }
   return c;
 }

@@ -37,9 +37,10 @@ Summary summarize(std::span<const PairedRun> runs) {
     double sum = 0.0;
     for (std::size_t f : s.flip_indices) sum += static_cast<double>(f);
     s.mean_flip = sum / static_cast<double>(n);
-    s.median_flip = n % 2 == 1 ? static_cast<double>(s.flip_indices[n / 2])
-                               : 0.5 * (static_cast<double>(s.flip_indices[n / 2 - 1]) +
-                                        static_cast<double>(s.flip_indices[n / 2]));
+    s.median_flip =
+        n % 2 == 1
+            ? static_cast<double>(s.flip_indices[n / 2])
+            : 0.5 * (static_cast<double>(s.flip_indices[n / 2 - 1]) + static_cast<double>(s.flip_indices[n / 2]));
   }
   return s;
 }

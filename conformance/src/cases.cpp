@@ -86,11 +86,16 @@ AttentionCase attn(const AttnSpec& s) {
 
 const char* data_name(Data d) {
   switch (d) {
-    case Data::normal: return "normal";
-    case Data::same_sign: return "same_sign";
-    case Data::wide_range: return "wide_range";
-    case Data::near_exp_overflow: return "near_exp_overflow";
-    case Data::p_flush: return "p_flush";
+    case Data::normal:
+      return "normal";
+    case Data::same_sign:
+      return "same_sign";
+    case Data::wide_range:
+      return "wide_range";
+    case Data::near_exp_overflow:
+      return "near_exp_overflow";
+    case Data::p_flush:
+      return "p_flush";
   }
   return "?";
 }
@@ -192,14 +197,11 @@ std::vector<GemmCase> gemm_cases() {
 // full-prefix recompute (M = total).
 std::vector<ProjectionCase> projection_cases() {
   return {
-      proj(8, 16, 256, 1024, Data::normal),
-      proj(5, 9, 128, 4096, Data::normal),
-      proj(8, 12, 64, 2048, Data::same_sign),
-      proj(4, 8, 64, 2048, Data::wide_range),
-      proj(3, 5, 16, 11008, Data::normal),   // Llama-2's MLP down-projection reduction at decode (M = 1)
-      proj(3, 5, 16, 2304, Data::same_sign), // Gemma-2-2B's hidden size
-      proj(32, 64, 1024, 4096, Data::normal, true),
-      proj(100, 130, 512, 4096, Data::same_sign, true),
+      proj(8, 16, 256, 1024, Data::normal),         proj(5, 9, 128, 4096, Data::normal),
+      proj(8, 12, 64, 2048, Data::same_sign),       proj(4, 8, 64, 2048, Data::wide_range),
+      proj(3, 5, 16, 11008, Data::normal),    // Llama-2's MLP down-projection reduction at decode (M = 1)
+      proj(3, 5, 16, 2304, Data::same_sign),  // Gemma-2-2B's hidden size
+      proj(32, 64, 1024, 4096, Data::normal, true), proj(100, 130, 512, 4096, Data::same_sign, true),
       proj(16, 48, 256, 2304, Data::normal, true),
   };
 }
@@ -208,14 +210,10 @@ std::vector<ProjectionCase> projection_cases() {
 // decode (1 row) and prefill rows, hidden sizes 64 (stories260K) … 4096.
 std::vector<NormCase> norm_cases() {
   return {
-      norm(1, 4096, 1e-6f, false, Data::normal),
-      norm(16, 4096, 1e-5f, false, Data::normal),
-      norm(1, 2304, 1e-6f, true, Data::normal),
-      norm(8, 2304, 1e-6f, true, Data::wide_range),
-      norm(4, 64, 1e-5f, false, Data::same_sign),
-      norm(1, 4096, 1e-6f, false, Data::wide_range),
-      norm(64, 4096, 1e-6f, false, Data::normal, true),
-      norm(32, 2304, 1e-6f, true, Data::same_sign, true),
+      norm(1, 4096, 1e-6f, false, Data::normal),        norm(16, 4096, 1e-5f, false, Data::normal),
+      norm(1, 2304, 1e-6f, true, Data::normal),         norm(8, 2304, 1e-6f, true, Data::wide_range),
+      norm(4, 64, 1e-5f, false, Data::same_sign),       norm(1, 4096, 1e-6f, false, Data::wide_range),
+      norm(64, 4096, 1e-6f, false, Data::normal, true), norm(32, 2304, 1e-6f, true, Data::same_sign, true),
   };
 }
 
@@ -225,18 +223,18 @@ std::vector<AttentionCase> attention_cases() {
   using D = Data;
   return {
       // default set: the MPFR oracle costs about n_q·heads·n_kv·d; these stay small.
-      attn({16, 128, 128, 8, 8}),                                        // MHA (Llama-2)
-      attn({16, 128, 128, 8, 2}),                                        // GQA 4 (Mistral)
-      attn({8, 64, 64, 8, 1}),                                           // MQA (GQA 8)
-      attn({16, 160, 256, 8, 4, true, 64, 0, 50.0}),                     // Gemma-2: d 256, GQA 2, window, softcap
-      attn({1, 1, 128, 4, 2}),                                           // first token: one key
-      attn({1, 512, 128, 8, 2}),                                         // decode over a 512-row cache
-      attn({16, 96, 64, 4, 2, false}),                                   // non-causal
-      attn({12, 80, 64, 4, 4, false, 16}),                               // non-causal symmetric window
-      attn({16, 200, 128, 4, 2, true, 32, 256}),                         // sliding window, spare capacity
+      attn({16, 128, 128, 8, 8}),                     // MHA (Llama-2)
+      attn({16, 128, 128, 8, 2}),                     // GQA 4 (Mistral)
+      attn({8, 64, 64, 8, 1}),                        // MQA (GQA 8)
+      attn({16, 160, 256, 8, 4, true, 64, 0, 50.0}),  // Gemma-2: d 256, GQA 2, window, softcap
+      attn({1, 1, 128, 4, 2}),                        // first token: one key
+      attn({1, 512, 128, 8, 2}),                      // decode over a 512-row cache
+      attn({16, 96, 64, 4, 2, false}),                // non-causal
+      attn({12, 80, 64, 4, 4, false, 16}),            // non-causal symmetric window
+      attn({16, 200, 128, 4, 2, true, 32, 256}),      // sliding window, spare capacity
       attn({16, 256, 128, 8, 4, true, 0, 0, 0.0, D::near_exp_overflow}),
       attn({16, 128, 128, 8, 4, true, 0, 0, 0.0, D::p_flush}),
-      attn({16, 128, 256, 8, 4, true, 0, 0, 50.0, D::p_flush}),          // softcap binds
+      attn({16, 128, 256, 8, 4, true, 0, 0, 50.0, D::p_flush}),  // softcap binds
       attn({16, 128, 128, 4, 1, true, 0, 0, 0.0, D::same_sign}),
       attn({16, 128, 128, 4, 2, true, 0, 0, 0.0, D::wide_range}),
       // slow: long caches (n_kv >= 1024).
@@ -275,11 +273,21 @@ std::vector<float> make_values(std::size_t n, Format f, Data data, std::uint64_t
   for (auto& v : x) {
     double r = 0.0;
     switch (data) {
-      case Data::normal: r = nd(g); break;
-      case Data::same_sign: r = 0.5 + ud(g); break;
-      case Data::wide_range: r = std::ldexp(nd(g), 0) * std::exp2(-8.0 + 16.0 * ud(g)); break;
-      case Data::near_exp_overflow: r = kNearExpOverflowSigma * nd(g); break;
-      case Data::p_flush: r = kPFlushSigma * nd(g); break;
+      case Data::normal:
+        r = nd(g);
+        break;
+      case Data::same_sign:
+        r = 0.5 + ud(g);
+        break;
+      case Data::wide_range:
+        r = std::ldexp(nd(g), 0) * std::exp2(-8.0 + 16.0 * ud(g));
+        break;
+      case Data::near_exp_overflow:
+        r = kNearExpOverflowSigma * nd(g);
+        break;
+      case Data::p_flush:
+        r = kPFlushSigma * nd(g);
+        break;
     }
     v = kernels::round_double(f, r * scale);
   }

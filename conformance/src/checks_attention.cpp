@@ -58,7 +58,9 @@ std::vector<float> recap(const std::vector<float>& cache, std::size_t row, std::
   const std::size_t have = cache.size() / row;
   for (std::size_t r = n_kv; r < cap; ++r)
     for (std::size_t c = 0; c < row; ++c)
-      out[r * row + c] = fill ? *fill : (r < have ? cache[r * row + c] : cache[((r - n_kv) % std::max<std::size_t>(n_kv, 1)) * row + c]);
+      out[r * row + c] =
+          fill ? *fill
+               : (r < have ? cache[r * row + c] : cache[((r - n_kv) % std::max<std::size_t>(n_kv, 1)) * row + c]);
   return out;
 }
 
@@ -185,8 +187,8 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
   const Oracle o = oracle(kern, p, 0, s.n_q);
   const ref::AttentionPipeline pipe = kern.pipeline(c.call);
   const auto b = bounds(o, pipe, 0, s.n_q);
-  const auto naive = detail::naive_attention(kern.info.in, pipe.qk_spec.out, pipe.score, kern.info.out, c.call, p.q,
-                                             p.k, p.v);
+  const auto naive =
+      detail::naive_attention(kern.info.in, pipe.qk_spec.out, pipe.score, kern.info.out, c.call, p.q, p.k, p.v);
 
   detail::Worst kernel_err, naive_err;
   double max_oracle = 0.0;
@@ -200,16 +202,16 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
   CheckResults res;
   res.push_back(detail::bound_result("oracle_bound", kernel_err.error, kernel_err.bound, seed,
                                      "pipeline=" + pipe.name + " worst " + where(s, w) + " kernel=" + num(y[w]) +
-                                         " oracle=" + num(o.r.approx[w]) + " elements_over_bound=" +
-                                         std::to_string(kernel_err.failed) + " max_error=" +
-                                         num(kernel_err.max_error) + nt));
+                                         " oracle=" + num(o.r.approx[w]) +
+                                         " elements_over_bound=" + std::to_string(kernel_err.failed) +
+                                         " max_error=" + num(kernel_err.max_error) + nt));
   const double floor = detail::ulp(kern.info.out, max_oracle);
   const double f = detail::two_sided_factor(c.call.params.softcap);
-  res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
-                                     "naive eager (scores " + std::string(name(pipe.qk_spec.out)) + "/" + std::string(name(pipe.score)) +
-                                         ", softmax and PV fp32) error=" + num(naive_err.max_error) + " factor=" + num(f) +
-                                         " floor=ulp_" + std::string(name(kern.info.out)) + "(" + num(max_oracle) +
-                                         ")=" + num(floor) + nt));
+  res.push_back(detail::bound_result(
+      "two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
+      "naive eager (scores " + std::string(name(pipe.qk_spec.out)) + "/" + std::string(name(pipe.score)) +
+          ", softmax and PV fp32) error=" + num(naive_err.max_error) + " factor=" + num(f) + " floor=ulp_" +
+          std::string(name(kern.info.out)) + "(" + num(max_oracle) + ")=" + num(floor) + nt));
   return res;
 }
 
@@ -229,12 +231,13 @@ CheckResults check_attention_cache_on_off(const AttentionKernel& kern, const Att
     b_on = bounds(o, kern.pipeline(r.dec_call), 0, 1);
     b_off = bounds(o, kern.pipeline(r.off_call), 0, 1);
   }
-  for (std::size_t i = 0; i < r.on.size(); ++i) cmp.add(r.on[i], r.off_last[i], 0, i, bitwise ? 0.0 : b_on[i] + b_off[i]);
+  for (std::size_t i = 0; i < r.on.size(); ++i)
+    cmp.add(r.on[i], r.off_last[i], 0, i, bitwise ? 0.0 : b_on[i] + b_off[i]);
   const std::size_t at = bitwise ? cmp.diff_index : cmp.where[cmp.worst.index].second;
-  const std::string what = "decode pipeline=" + kern.pipeline(r.dec_call).name + " prefill(n_q=" +
-                           std::to_string(r.off_call.shape.n_q) + ") pipeline=" + kern.pipeline(r.off_call).name +
-                           " at " + where(r.dec_call.shape, at) + " on=" + num(r.on[at]) +
-                           " off=" + num(r.off_last[at]) + nt;
+  const std::string what = "decode pipeline=" + kern.pipeline(r.dec_call).name +
+                           " prefill(n_q=" + std::to_string(r.off_call.shape.n_q) +
+                           ") pipeline=" + kern.pipeline(r.off_call).name + " at " + where(r.dec_call.shape, at) +
+                           " on=" + num(r.on[at]) + " off=" + num(r.off_last[at]) + nt;
   return {result_of(cmp, "on_off", seed, what)};
 }
 
@@ -246,8 +249,9 @@ OnOffDiff measure_attention_on_off(const AttentionKernel& kern, const AttentionC
   cmp.out = kern.info.out;
   cmp.bitwise = true;
   for (std::size_t i = 0; i < r.on.size(); ++i) cmp.add(r.on[i], r.off_last[i], 0, i);
-  return {cmp.count, cmp.differ, cmp.max_ulp, cmp.max_diff, cmp.max_rel(),
-          "decode=" + kern.pipeline(r.dec_call).name + " prefill=" + kern.pipeline(r.off_call).name};
+  return {cmp.count,     cmp.differ,
+          cmp.max_ulp,   cmp.max_diff,
+          cmp.max_rel(), "decode=" + kern.pipeline(r.dec_call).name + " prefill=" + kern.pipeline(r.off_call).name};
 }
 
 CheckResults check_attention_chunked(const AttentionKernel& kern, const AttentionCase& c,
@@ -370,7 +374,8 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
     calls.push_back(sub_call(f, s.n_q - 1, s.n_q));
   }
   for (const auto& call : calls)
-    if (auto why = kern.supports(call)) return {detail::unsupported_result(base + (bitwise ? "_bitwise" : "_bound"), *why, seed)};
+    if (auto why = kern.supports(call))
+      return {detail::unsupported_result(base + (bitwise ? "_bitwise" : "_bound"), *why, seed)};
   const Problem p = make_problem(kern.info.in, c.call, c.data, seed);
   const std::size_t krow = s.n_kv_heads * s.d, vrow = s.n_kv_heads * s.d_v, row = s.n_heads * s.d_v;
   auto run_at = [&](const AttentionCall& call, std::size_t r0) {
@@ -410,8 +415,7 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
   }
   const std::string what = "reference capacity=" + std::to_string(s.n_kv) + " vs capacities " + cap_list +
                            (calls.size() > 2 ? " worst at " + std::string(ctx % 2 ? "decode" : "prefill") +
-                                                   " capacity=" + std::to_string(calls[ctx].cap()) + " " +
-                                                   where(s, at)
+                                                   " capacity=" + std::to_string(calls[ctx].cap()) + " " + where(s, at)
                                              : "") +
                            nt;
   return {result_of(cmp, base, seed, what)};

@@ -25,8 +25,8 @@ std::size_t differing_rows(const engine::KvCache& a, const engine::KvCache& b, s
       const auto& y = side ? b.v[l] : b.k[l];
       for (std::size_t i = 0; i < rows * a.kv_dim; ++i)
         if (std::bit_cast<std::uint32_t>(x[i]) != std::bit_cast<std::uint32_t>(y[i]) && n++ == 0)
-          where = std::string(side ? "V" : "K") + " layer " + std::to_string(l) + " row " + std::to_string(i / a.kv_dim) +
-                  ": " + detail::num(x[i]) + " vs " + detail::num(y[i]);
+          where = std::string(side ? "V" : "K") + " layer " + std::to_string(l) + " row " +
+                  std::to_string(i / a.kv_dim) + ": " + detail::num(x[i]) + " vs " + detail::num(y[i]);
     }
   return n;
 }
@@ -66,11 +66,11 @@ CheckResults check_cache_growth(const engine::Model& m, const engine::ProfileKer
     capacity = growing.cache().capacity;
   }
   CheckResults r;
-  r.push_back(detail::bitwise_result("cache_growth_bitwise", bad_steps ? static_cast<double>(bad_elements + 1) : 0.0, seed,
-                                     "cache from 2 rows (2 prompt tokens prefilled, the rest decoded), grown " + std::to_string(growths) +
-                                         " times while holding rows, vs one of " +
-                                         std::to_string(prompt.size() + steps + 1) + " rows: " + std::to_string(bad_steps) +
-                                         " of " + std::to_string(total + 1) + " calls differ" + first));
+  r.push_back(detail::bitwise_result(
+      "cache_growth_bitwise", bad_steps ? static_cast<double>(bad_elements + 1) : 0.0, seed,
+      "cache from 2 rows (2 prompt tokens prefilled, the rest decoded), grown " + std::to_string(growths) +
+          " times while holding rows, vs one of " + std::to_string(prompt.size() + steps + 1) +
+          " rows: " + std::to_string(bad_steps) + " of " + std::to_string(total + 1) + " calls differ" + first));
   // A run that never grew after the prefill checks nothing about growth while rows are held.
   r.push_back(detail::bound_result("cache_growth_exercised", growths >= 2 ? 0.0 : 1.0, 0.5, seed,
                                    std::to_string(growths) + " growths after the first call (at least 2 needed)"));
@@ -129,11 +129,12 @@ CheckResults check_cache_store(engine::Context& ctx, const std::vector<int>& pro
   CheckResults r;
   r.push_back(detail::bitwise_result(
       "cache_store_exact", altered ? static_cast<double>(altered) : 0.0, seed,
-      std::to_string(altered) + " of " + std::to_string(c.stored) + " K/V elements written by " + std::to_string(steps) +
-          " decode steps differ from the values the forward computed (" + std::to_string(c.stored_smaller_magnitude) +
-          " of them smaller in magnitude)" + first + "; layer 0 vs cache-OFF: " + std::to_string(c.differing) + " of " +
-          std::to_string(c.compared) + " differ, cache-ON greater in " + std::to_string(c.on_greater) +
-          ", smaller in magnitude in " + std::to_string(c.on_smaller_magnitude)));
+      std::to_string(altered) + " of " + std::to_string(c.stored) + " K/V elements written by " +
+          std::to_string(steps) + " decode steps differ from the values the forward computed (" +
+          std::to_string(c.stored_smaller_magnitude) + " of them smaller in magnitude)" + first +
+          "; layer 0 vs cache-OFF: " + std::to_string(c.differing) + " of " + std::to_string(c.compared) +
+          " differ, cache-ON greater in " + std::to_string(c.on_greater) + ", smaller in magnitude in " +
+          std::to_string(c.on_smaller_magnitude)));
   if (c.stored == 0) r.push_back(detail::bound_result("cache_store_compared", 1.0, 0.5, seed, "no decode row written"));
   return r;
 }

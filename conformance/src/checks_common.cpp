@@ -180,8 +180,10 @@ void Comparison::add(double a, double b, std::size_t ctx, std::size_t index, dou
   if (!std::isnan(b)) max_abs_b = std::max(max_abs_b, std::fabs(b));
   if (!same) {
     const double u = ulp_error(out, a, b);
-    if (std::isnan(u) || std::isnan(max_ulp)) max_ulp = std::numeric_limits<double>::quiet_NaN();
-    else max_ulp = std::max(max_ulp, u);
+    if (std::isnan(u) || std::isnan(max_ulp))
+      max_ulp = std::numeric_limits<double>::quiet_NaN();
+    else
+      max_ulp = std::max(max_ulp, u);
   }
   if (!bitwise) {
     const double before = worst.ratio;
@@ -250,8 +252,9 @@ bool visible(const ref::AttentionParams& p, std::int64_t pos, std::int64_t j) {
   return p.window <= 0 || std::llabs(pos - j) < p.window;
 }
 
-std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out, const kernels::AttentionCall& call,
-                                   std::span<const float> q, std::span<const float> k, std::span<const float> v) {
+std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out,
+                                   const kernels::AttentionCall& call, std::span<const float> q,
+                                   std::span<const float> k, std::span<const float> v) {
   const auto& sh = call.shape;
   const auto& p = call.params;
   const std::size_t group = sh.n_heads / sh.n_kv_heads;

@@ -55,12 +55,12 @@ std::string num(double x);  // "%.9g"
 
 // --- Elementwise tracking of error against a per-element bound ---------------------------------
 struct Worst {
-  double ratio = -1.0;      // max error/bound (NaN error counts as +inf)
-  double error = 0.0;       // at that element
-  double bound = 0.0;       // at that element
-  double max_error = 0.0;   // over all elements (NaN if any error is NaN)
-  std::size_t index = 0;    // flat index of the worst element
-  std::size_t failed = 0;   // elements over their bound
+  double ratio = -1.0;     // max error/bound (NaN error counts as +inf)
+  double error = 0.0;      // at that element
+  double bound = 0.0;      // at that element
+  double max_error = 0.0;  // over all elements (NaN if any error is NaN)
+  std::size_t index = 0;   // flat index of the worst element
+  std::size_t failed = 0;  // elements over their bound
   std::size_t count = 0;
   void add(std::size_t i, double error, double bound);
   bool pass() const { return failed == 0 && count > 0; }
@@ -72,12 +72,12 @@ struct Comparison {
   Format out = Format::fp16;
   bool bitwise = false;
   std::size_t count = 0;
-  std::size_t differ = 0;         // elements whose bits differ (+0 vs −0 included)
-  double max_ulp = 0.0;           // max ulp_error(out, a, b)
-  double max_diff = 0.0;          // max |a − b| rounded up (NaN when some difference is NaN)
-  double max_abs_b = 0.0;         // max |b| (the scale of the reference side)
+  std::size_t differ = 0;                    // elements whose bits differ (+0 vs −0 included)
+  double max_ulp = 0.0;                      // max ulp_error(out, a, b)
+  double max_diff = 0.0;                     // max |a − b| rounded up (NaN when some difference is NaN)
+  double max_abs_b = 0.0;                    // max |b| (the scale of the reference side)
   std::size_t diff_ctx = 0, diff_index = 0;  // where max_diff (or the first NaN) was seen
-  Worst worst;                    // bound mode: error/bound per element (index = position in `where`)
+  Worst worst;                               // bound mode: error/bound per element (index = position in `where`)
   std::vector<std::pair<std::size_t, std::size_t>> where;  // bound mode: (ctx, index) of each element
   double worst_a = 0.0, worst_b = 0.0;
 
@@ -103,8 +103,9 @@ float naive_dot(Format acc, Format out, const float* x, const float* w, std::siz
 // row sum, division), weights rounded to the input format when it is 16-bit, PV by sequential fp32 FMAs, one
 // final rounding to `out`.
 // q: (n_q, H, d), k: (≥ n_kv, Hkv, d), v: (≥ n_kv, Hkv, d_v) → (n_q, H, d_v).
-std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out, const kernels::AttentionCall& call,
-                                   std::span<const float> q, std::span<const float> k, std::span<const float> v);
+std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out,
+                                   const kernels::AttentionCall& call, std::span<const float> q,
+                                   std::span<const float> k, std::span<const float> v);
 
 // Key j visible from absolute position pos under the call's mask and window.
 bool visible(const ref::AttentionParams& p, std::int64_t pos, std::int64_t j);

@@ -160,8 +160,8 @@ CheckResult norm_stage(const Ctx& x, const std::string& name, const std::vector<
       st.add(flat, y[flat], ref::around_approx(approx), terms.at(abs_y, wf));
     }
   }
-  return st.result(x.seed, "kernel=" + x.k.norm->info.name + " path=" + path.name + " order=" +
-                               order_name(path.order) + x.note);
+  return st.result(
+      x.seed, "kernel=" + x.k.norm->info.name + " path=" + path.name + " order=" + order_name(path.order) + x.note);
 }
 
 // Projection y: (rows, N) = in: (rows, K) · Wᵀ, W: (N, K), the profile's GEMM on GemmShape{rows, N, K}.
@@ -182,9 +182,9 @@ CheckResult proj_stage(const Ctx& x, const std::string& name, const std::vector<
       const std::size_t e = j * cols.size() + q, flat = x.rows[j] * N + cols[q];
       st.add(flat, y[flat], ref::around_approx(orc.approx[e]), terms.at(orc.abs_sum[e]));
     }
-  return st.result(x.seed, "kernel=" + x.k.gemm->info.name + " M=" + std::to_string(x.call.rows) + " N=" +
-                               std::to_string(N) + " K=" + std::to_string(K) + " path=" + path.name + " order=" +
-                               order_name(path.order) + " checked " + std::to_string(cols.size()) + "/" +
+  return st.result(x.seed, "kernel=" + x.k.gemm->info.name + " M=" + std::to_string(x.call.rows) +
+                               " N=" + std::to_string(N) + " K=" + std::to_string(K) + " path=" + path.name +
+                               " order=" + order_name(path.order) + " checked " + std::to_string(cols.size()) + "/" +
                                std::to_string(N) + " features" + x.note);
 }
 
@@ -267,15 +267,16 @@ CheckResult attention_stage(const Ctx& x, const std::vector<float>& q, const std
     const ref::AttentionResult o = ref::attention(qr, K, V, shape, params, x.f, oracle_options(x.f));
     for (std::size_t hd = 0; hd < H; ++hd)
       for (std::size_t col = 0; col < d; ++col) {
-        const double b = ref::attention_pipeline_bound(pipe, params, ref::element_stats(o, V, shape, params, 0, hd, col));
+        const double b =
+            ref::attention_pipeline_bound(pipe, params, ref::element_stats(o, V, shape, params, 0, hd, col));
         const std::size_t flat = r * qd + hd * d + col;
         st.add(flat, out[flat], ref::around_approx(o.approx[hd * d + col]), b);
       }
   }
-  return st.result(x.seed, "kernel=" + kern.info.name + " pipeline=" + pipe.name + " n_q=" +
-                               std::to_string(call.shape.n_q) + " n_kv=" + std::to_string(n_kv) + " window=" +
-                               std::to_string(call.params.window) + " softcap=" + num(call.params.softcap) + " scale=" +
-                               num(call.params.scale) + x.note);
+  return st.result(x.seed, "kernel=" + kern.info.name + " pipeline=" + pipe.name +
+                               " n_q=" + std::to_string(call.shape.n_q) + " n_kv=" + std::to_string(n_kv) +
+                               " window=" + std::to_string(call.params.window) +
+                               " softcap=" + num(call.params.softcap) + " scale=" + num(call.params.scale) + x.note);
 }
 
 // y = fl(a + b) elementwise (rows, D).
@@ -305,8 +306,8 @@ CheckResult mul_stage(const Ctx& x, const std::string& name, const std::vector<f
       const double p = static_cast<double>(a[flat]) * static_cast<double>(b[flat]);  // exact: two 24-bit significands
       st.add(flat, y[flat], ref::Enclosure{p, p}, ref::opmath_mul_bound(x.f, std::fabs(p)));
     }
-  return st.result(x.seed, "fl_" + std::string(kvconf::name(x.f)) + "(fl32(a·b)) checked " + std::to_string(cols.size()) +
-                               "/" + std::to_string(width) + " features" + x.note);
+  return st.result(x.seed, "fl_" + std::string(kvconf::name(x.f)) + "(fl32(a·b)) checked " +
+                               std::to_string(cols.size()) + "/" + std::to_string(width) + " features" + x.note);
 }
 
 CheckResult activation_stage(const Ctx& x, const std::vector<float>& gate, const std::vector<float>& act,
@@ -347,14 +348,13 @@ CheckResult cache_write_check(const Ctx& x, const LayerTrace& t) {
         }
       }
   }
-  return detail::bitwise_result(
-      x.call.prefix + ".kv_cache_write.bitwise", static_cast<double>(bad), x.seed,
-      "cache rows [" + std::to_string(p0) + ", " + std::to_string(p0 + n) + ") vs the call's k_rope and v: " +
-          std::to_string(bad) + " values differ" +
-          (bad ? " (first: " + first_side + " row " + std::to_string(p0 + first / kvd) + " col " +
-                     std::to_string(first % kvd) + ")"
-               : "") +
-          x.note);
+  return detail::bitwise_result(x.call.prefix + ".kv_cache_write.bitwise", static_cast<double>(bad), x.seed,
+                                "cache rows [" + std::to_string(p0) + ", " + std::to_string(p0 + n) +
+                                    ") vs the call's k_rope and v: " + std::to_string(bad) + " values differ" +
+                                    (bad ? " (first: " + first_side + " row " + std::to_string(p0 + first / kvd) +
+                                               " col " + std::to_string(first % kvd) + ")"
+                                         : "") +
+                                    x.note);
 }
 
 }  // namespace
@@ -370,13 +370,24 @@ std::vector<std::string> engine_stages(const ModelConfig& c) {
 }
 
 std::vector<float>* stage_output(LayerTrace& t, std::string_view stage) {
-  const std::pair<std::string_view, std::vector<float>*> map[] = {
-      {"attn_norm", &t.attn_in}, {"q_proj", &t.q},          {"k_proj", &t.k},
-      {"v_proj", &t.v},          {"q_rope", &t.q_rope},     {"k_rope", &t.k_rope},
-      {"attention", &t.attn},    {"o_proj", &t.o},          {"post_attn_norm", &t.o_normed},
-      {"attn_residual", &t.h_mid}, {"mlp_norm", &t.mlp_in}, {"gate_proj", &t.gate},
-      {"up_proj", &t.up},        {"activation", &t.act},    {"mlp_product", &t.prod},
-      {"down_proj", &t.down},    {"post_mlp_norm", &t.down_normed}, {"mlp_residual", &t.x_out}};
+  const std::pair<std::string_view, std::vector<float>*> map[] = {{"attn_norm", &t.attn_in},
+                                                                  {"q_proj", &t.q},
+                                                                  {"k_proj", &t.k},
+                                                                  {"v_proj", &t.v},
+                                                                  {"q_rope", &t.q_rope},
+                                                                  {"k_rope", &t.k_rope},
+                                                                  {"attention", &t.attn},
+                                                                  {"o_proj", &t.o},
+                                                                  {"post_attn_norm", &t.o_normed},
+                                                                  {"attn_residual", &t.h_mid},
+                                                                  {"mlp_norm", &t.mlp_in},
+                                                                  {"gate_proj", &t.gate},
+                                                                  {"up_proj", &t.up},
+                                                                  {"activation", &t.act},
+                                                                  {"mlp_product", &t.prod},
+                                                                  {"down_proj", &t.down},
+                                                                  {"post_mlp_norm", &t.down_normed},
+                                                                  {"mlp_residual", &t.x_out}};
   for (const auto& [name, ptr] : map)
     if (name == stage) return ptr;
   return nullptr;
@@ -416,8 +427,8 @@ CheckResults check_engine_layer(const EngineLayerCall& call, const EngineOracleO
   check_size("x_out", t.x_out, n * D);
   const std::size_t cache_need = (call.pos0 + n) * kvd;
   if (call.k_cache.size() < cache_need || call.v_cache.size() < cache_need || call.capacity < call.pos0 + n)
-    throw std::invalid_argument("check_engine_layer: the KV cache holds fewer than pos0 + rows = " +
-                                std::to_string(call.pos0 + n) + " rows");
+    throw std::invalid_argument(
+        "check_engine_layer: the KV cache holds fewer than pos0 + rows = " + std::to_string(call.pos0 + n) + " rows");
 
   const Ctx x{call,
               c,
@@ -428,8 +439,8 @@ CheckResults check_engine_layer(const EngineLayerCall& call, const EngineOracleO
               seed,
               elements,
               " seed=" + std::to_string(seed) + " profile=" + k.profile.name + " arch=" + engine::arch_name(c.arch) +
-                  " layer=" + std::to_string(call.layer) + " rows=" + std::to_string(n) + " pos0=" +
-                  std::to_string(call.pos0)};
+                  " layer=" + std::to_string(call.layer) + " rows=" + std::to_string(n) +
+                  " pos0=" + std::to_string(call.pos0)};
   CheckResults res;
   res.push_back(norm_stage(x, "attn_norm", t.x_in, w.attn_norm, t.attn_in));
   res.push_back(proj_stage(x, "q_proj", t.attn_in, w.wq, t.q, qd, D));

@@ -99,9 +99,9 @@ CheckResults check_gemm_matches_oracle(const kernels::GemmKernel& kern, const Ge
   CheckResults res;
   if (overflow > 0) {
     // The bounds assume no overflow: a case that overflows the output format is a case-table bug.
-    res.push_back(detail::bound_result("case_in_range", static_cast<double>(overflow), 0.0, seed,
-                                       std::to_string(overflow) + " oracle outputs overflow " +
-                                           std::string(name(out)) + seed_note));
+    res.push_back(detail::bound_result(
+        "case_in_range", static_cast<double>(overflow), 0.0, seed,
+        std::to_string(overflow) + " oracle outputs overflow " + std::string(name(out)) + seed_note));
   }
   const std::size_t w = kernel_err.index;
   res.push_back(detail::bound_result(
@@ -144,13 +144,13 @@ kernels::Reason run_projection(const kernels::GemmKernel& kern, const Projection
   r.off.assign(T * n, 0.0f);
   kern.run(r.off_shape, r.inp.x, r.inp.w, r.off);
   r.on.assign(T * n, 0.0f);
-  kern.run(r.prefill_shape, std::span<const float>(r.inp.x).first(P * k), r.inp.w,
-           std::span<float>(r.on).first(P * n));
+  kern.run(r.prefill_shape, std::span<const float>(r.inp.x).first(P * k), r.inp.w, std::span<float>(r.on).first(P * n));
   for (std::size_t t = P; t < T; ++t)
     kern.run(r.decode_shape, std::span<const float>(r.inp.x).subspan(t * k, k), r.inp.w,
              std::span<float>(r.on).subspan(t * n, n));
-  r.paths = "paths off(M=" + std::to_string(T) + ")=" + kern.path(r.off_shape).name + " prefill(M=" +
-            std::to_string(P) + ")=" + kern.path(r.prefill_shape).name + " decode(M=1)=" + kern.path(r.decode_shape).name;
+  r.paths = "paths off(M=" + std::to_string(T) + ")=" + kern.path(r.off_shape).name +
+            " prefill(M=" + std::to_string(P) + ")=" + kern.path(r.prefill_shape).name +
+            " decode(M=1)=" + kern.path(r.decode_shape).name;
   return std::nullopt;
 }
 
@@ -197,8 +197,8 @@ CheckResults check_projection_cache_on_off(const kernels::GemmKernel& kern, cons
   const std::size_t w = cmp.where[cmp.worst.index].second;
   return {detail::bound_result(rule, cmp.worst.error, cmp.worst.bound, seed,
                                head + " worst (token,feature)=" + where(w, n) + " on=" + num(r.on[w]) +
-                                   " off=" + num(r.off[w]) + " elements_over_bound=" +
-                                   std::to_string(cmp.worst.failed) + seed_note)};
+                                   " off=" + num(r.off[w]) +
+                                   " elements_over_bound=" + std::to_string(cmp.worst.failed) + seed_note)};
 }
 
 OnOffDiff measure_projection_on_off(const kernels::GemmKernel& kern, const ProjectionCase& c, std::uint64_t seed) {

@@ -80,8 +80,8 @@ CheckResults flip_rules(const analysis::PairedRun& run, const std::vector<int>& 
                         const ReferenceLogits& z_ref_of, std::uint64_t seed) {
   // Steps 0..T−1 share their context in both paths (T = the flip step + 1, or every step): there the free run is the
   // teacher-forced run. S = the cache-OFF path's own rounding error against the fp32 evaluation of the same weights.
-  const std::size_t T = std::min(run.flip ? *run.flip + 1 : run.steps.size(),
-                                 std::min(run.logits_on.size(), run.logits_off.size()));
+  const std::size_t T =
+      std::min(run.flip ? *run.flip + 1 : run.steps.size(), std::min(run.logits_on.size(), run.logits_off.size()));
   std::vector<int> seq = prompt;
   double S = 0.0, worst_delta = 0.0;
   std::size_t worst_step = 0;
@@ -113,8 +113,8 @@ CheckResults flip_rules(const analysis::PairedRun& run, const std::vector<int>& 
   const std::vector<float>& z_on = run.logits_on[t];
   const std::vector<float>& z_off = run.logits_off[t];
   const double d_a = std::fabs(double(z_on[a]) - z_off[a]), d_b = std::fabs(double(z_on[b]) - z_off[b]);
-  const std::string where = "flip at step " + std::to_string(t) + ": on picks " + std::to_string(a) + ", off picks " +
-                            std::to_string(b);
+  const std::string where =
+      "flip at step " + std::to_string(t) + ": on picks " + std::to_string(a) + ", off picks " + std::to_string(b);
   if (strategy == engine::Strategy::greedy) {
     const double m = double(z_off[b]) - z_off[a];
     r.push_back(within("flip_consistency", m, d_a + d_b, seed,
@@ -123,21 +123,25 @@ CheckResults flip_rules(const analysis::PairedRun& run, const std::vector<int>& 
   if (z_ref_of) {
     const double e_on = max_diff(z_on, z_ref), e_off = max_diff(z_off, z_ref);
     r.push_back(within("flip_near_tie", d_a + d_b, 4.0 * S, seed,
-                       where + fmt("; |Δa|+|Δb| = %.6g, S = %.6g, off top-1/top-2 margin %.6g", d_a + d_b, S,
-                                   run.steps[t].top_off.margin) +
+                       where +
+                           fmt("; |Δa|+|Δb| = %.6g, S = %.6g, off top-1/top-2 margin %.6g", d_a + d_b, S,
+                               run.steps[t].top_off.margin) +
                            fmt("; at the flip max|z_on - z_fp32| = %.6g, max|z_off - z_fp32| = %.6g", e_on, e_off) +
-                           (e_on < e_off ? " (cache-ON closer)" : e_off < e_on ? " (cache-OFF closer)" : " (equal)")));
+                           (e_on < e_off   ? " (cache-ON closer)"
+                            : e_off < e_on ? " (cache-OFF closer)"
+                                           : " (equal)")));
   }
   return r;
 }
 
 CheckResults check_flips_are_near_ties(engine::Context& ctx, engine::Context& ref, const std::vector<int>& prompt,
-                                       const analysis::PairOptions& o, std::uint64_t seed, analysis::PairedRun* run_out) {
+                                       const analysis::PairOptions& o, std::uint64_t seed,
+                                       analysis::PairedRun* run_out) {
   analysis::PairOptions po = o;
   po.keep_logits = true;
   analysis::PairedRun run = analysis::run_free(ctx, ctx, prompt, po);
-  CheckResults r = flip_rules(run, prompt, o.sampler.strategy,
-                              [&ref](const std::vector<int>& seq) { return ref.recompute(seq); }, seed);
+  CheckResults r = flip_rules(
+      run, prompt, o.sampler.strategy, [&ref](const std::vector<int>& seq) { return ref.recompute(seq); }, seed);
   if (run_out) *run_out = std::move(run);
   return r;
 }

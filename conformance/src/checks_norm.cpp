@@ -90,11 +90,12 @@ CheckResults check_norm_matches_oracle(const kernels::NormKernel& kern, const No
   }
   const std::size_t at = kernel_err.index;
   CheckResults res;
-  res.push_back(detail::bound_result(
-      "oracle_bound", kernel_err.error, kernel_err.bound, seed,
-      "path=" + path.name + " order=" + order_name(path.order) + " worst (row " + std::to_string(at / s.d) + ", col " +
-          std::to_string(at % s.d) + ") kernel=" + num(y[at]) + " oracle=" + num(orc.approx[at]) +
-          " elements_over_bound=" + std::to_string(kernel_err.failed) + " max_error=" + num(kernel_err.max_error) + nt));
+  res.push_back(detail::bound_result("oracle_bound", kernel_err.error, kernel_err.bound, seed,
+                                     "path=" + path.name + " order=" + order_name(path.order) + " worst (row " +
+                                         std::to_string(at / s.d) + ", col " + std::to_string(at % s.d) +
+                                         ") kernel=" + num(y[at]) + " oracle=" + num(orc.approx[at]) +
+                                         " elements_over_bound=" + std::to_string(kernel_err.failed) +
+                                         " max_error=" + num(kernel_err.max_error) + nt));
   const double floor = detail::ulp(out, max_oracle);
   const double f = detail::two_sided_factor(0.0);
   res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,

@@ -58,7 +58,8 @@ std::vector<analysis::Prompt> fixture_prompts(const ModelFixture& f, std::size_t
 }
 
 std::string ModelCase::id() const {
-  return fixture + "__" + profile + "__" + engine::strategy_key(strategy) + "_p" + std::to_string(prompts) + "_s" + std::to_string(steps);
+  return fixture + "__" + profile + "__" + engine::strategy_key(strategy) + "_p" + std::to_string(prompts) + "_s" +
+         std::to_string(steps);
 }
 
 std::vector<ModelCase> model_cases(const std::vector<std::string>& fixtures, const std::vector<std::string>& profiles,
@@ -96,7 +97,8 @@ engine::ProfileKernels reordered_fp32_kernels(const kernels::Registry& cpu) {
   k.attn_prefill = k.attn_decode = cpu.find_attention("cpu.attn.a1_flash2.f32");
   k.norm = cpu.find_norm("cpu.norm.r2.f32");
   if (!k.gemm || !k.attn_prefill || !k.norm)
-    throw std::invalid_argument("reordered_fp32_kernels: cpu.gemm.g1.f32, cpu.attn.a1_flash2.f32 or cpu.norm.r2.f32 missing");
+    throw std::invalid_argument(
+        "reordered_fp32_kernels: cpu.gemm.g1.f32, cpu.attn.a1_flash2.f32 or cpu.norm.r2.f32 missing");
   k.profile.name = "fp32-reordered";
   return k;
 }

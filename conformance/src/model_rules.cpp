@@ -54,7 +54,9 @@ std::string model_rule_suite(const std::string& model, const std::string& profil
   return "model." + model + "." + profile;
 }
 
-bool is_fp32_reference_profile(const std::string& profile) { return starts_with(device_and_rest(profile).second, "fp32"); }
+bool is_fp32_reference_profile(const std::string& profile) {
+  return starts_with(device_and_rest(profile).second, "fp32");
+}
 
 std::string fp16_partner(const std::string& fp32_profile, const std::vector<std::string>& available) {
   const std::string device = device_and_rest(fp32_profile).first;
@@ -78,13 +80,14 @@ RuleVerdict flips_are_near_ties(const std::string& suite, const std::vector<cons
     for (const auto& r : p->rules) {
       if (r.rule == "flip_near_tie") {
         ++flips;
-        const double ratio = r.bound > 0 ? r.error / r.bound : (r.error > 0 ? std::numeric_limits<double>::infinity()
-                                                                              : 0.0);
+        const double ratio =
+            r.bound > 0 ? r.error / r.bound : (r.error > 0 ? std::numeric_limits<double>::infinity() : 0.0);
         v.measured = std::max(v.measured, ratio);
       }
       if (!r.pass) {
-        if (failing == 0) first_fail = p->key() + ": " + r.rule + " error=" + std::to_string(r.error) +
-                                       " bound=" + std::to_string(r.bound) + " " + r.detail;
+        if (failing == 0)
+          first_fail = p->key() + ": " + r.rule + " error=" + std::to_string(r.error) +
+                       " bound=" + std::to_string(r.bound) + " " + r.detail;
       }
     }
     if (!all_pass(p->rules)) ++failing;
@@ -107,7 +110,8 @@ RuleVerdict fp32_tokens_identical(const std::string& suite, const std::vector<co
     if (p->strategy != "greedy") continue;
     ++greedy;
     if (p->free.flip || p->free.tokens_on != p->free.tokens_off) {
-      if (diverged == 0) first = p->key() + " (flip at step " + (p->free.flip ? std::to_string(*p->free.flip) : "?") + ")";
+      if (diverged == 0)
+        first = p->key() + " (flip at step " + (p->free.flip ? std::to_string(*p->free.flip) : "?") + ")";
       ++diverged;
     }
   }
@@ -142,8 +146,10 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
     if (!it->second->free.flip) continue;
     kl32 += shared_context_mean_kl(p->free.kl, p->free.flip);  // model_cases.hpp
     kl16 += it->second->free.mean_kl();
-    if (p->fp32_kl_floor) floor32 += *p->fp32_kl_floor;
-    else ++without_floor;
+    if (p->fp32_kl_floor)
+      floor32 += *p->fp32_kl_floor;
+    else
+      ++without_floor;
     ++n;
   }
   if (n == 0) {
@@ -172,10 +178,12 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
   d << "mean KL(fp32) " << kl32 << " / mean KL(" << fp16_profile << ") " << kl16 << " over the " << n << " of "
     << matched << " matched pairs where " << fp16_profile << " diverged";
   if (kl16 <= 0) d << "; mean KL(fp16) is 0: measured and threshold are absolute KLs";
-  if (by_floor) d << "; threshold = the fp32 noise floor " << floor32 << " / mean KL(fp16): fp16's KL is too small "
-                  << "for the ratio " << kFp32KlRatio << " (docs/MODELS.md \"Fp32KlRatio\")";
-  if (without_floor > 0) d << "; " << without_floor << " of the " << n << " pairs carry no fp32 noise floor (older "
-                           << "records): counted as 0";
+  if (by_floor)
+    d << "; threshold = the fp32 noise floor " << floor32 << " / mean KL(fp16): fp16's KL is too small "
+      << "for the ratio " << kFp32KlRatio << " (docs/MODELS.md \"Fp32KlRatio\")";
+  if (without_floor > 0)
+    d << "; " << without_floor << " of the " << n << " pairs carry no fp32 noise floor (older "
+      << "records): counted as 0";
   v.detail = d.str();
   return v;
 }

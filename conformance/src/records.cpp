@@ -155,8 +155,13 @@ std::string RunPairRecord::key() const {
 std::string KernelCaseRecord::key() const { return kernel + "|" + case_id; }
 
 json to_json(const CheckResult& r) {
-  return {{"rule", r.rule},   {"pass", r.pass},         {"error", num(r.error)}, {"bound", num(r.bound)},
-          {"headroom", num(r.headroom)}, {"seed", r.seed}, {"detail", r.detail}};
+  return {{"rule", r.rule},
+          {"pass", r.pass},
+          {"error", num(r.error)},
+          {"bound", num(r.bound)},
+          {"headroom", num(r.headroom)},
+          {"seed", r.seed},
+          {"detail", r.detail}};
 }
 
 CheckResult check_result_from_json(const json& j) {
@@ -232,11 +237,11 @@ RunPairRecord run_pair_from_json(const json& j) {
 }
 
 json to_json(const KernelCaseRecord& r) {
-  json j = {{"schema", kKernelCaseSchema}, {"kernel", r.kernel},   {"kind", r.kind},
-            {"case_id", r.case_id},        {"seq_len", r.seq_len}, {"head_dim", r.head_dim},
+  json j = {{"schema", kKernelCaseSchema},  {"kernel", r.kernel},   {"kind", r.kind},
+            {"case_id", r.case_id},         {"seq_len", r.seq_len}, {"head_dim", r.head_dim},
             {"rules", rules_json(r.rules)}, {"skipped", r.skipped}, {"seconds", num(r.seconds)}};
   if (r.on_off) {
-    j["on_off"] = {{"elements", r.on_off->elements}, {"differing", r.on_off->differing},
+    j["on_off"] = {{"elements", r.on_off->elements},    {"differing", r.on_off->differing},
                    {"max_ulp", num(r.on_off->max_ulp)}, {"max_abs", num(r.on_off->max_abs)},
                    {"max_rel", num(r.on_off->max_rel)}, {"paths", r.on_off->paths}};
   } else {

@@ -111,10 +111,11 @@ std::vector<NormCase> sweep_norm_cases(bool quick) {
 // a sliding window and Gemma-2's softcap 50. Full adds the suites' table and longer caches.
 std::vector<AttentionCase> sweep_attention_cases(bool quick) {
   std::vector<AttentionCase> v = {
-      attn(4, 16, 64, 4, 4),    attn(4, 64, 64, 4, 1),     attn(4, 32, 128, 4, 4),
-      attn(4, 128, 128, 4, 1),  attn(4, 256, 128, 4, 4),   attn(4, 512, 128, 4, 1),
-      attn(4, 64, 256, 4, 4),   attn(4, 128, 256, 4, 1, 0, 50.0),  // Gemma-2: d 256, softcap
-      attn(4, 256, 128, 4, 1, 64),                                 // sliding window 64
+      attn(4, 16, 64, 4, 4),       attn(4, 64, 64, 4, 1),
+      attn(4, 32, 128, 4, 4),      attn(4, 128, 128, 4, 1),
+      attn(4, 256, 128, 4, 4),     attn(4, 512, 128, 4, 1),
+      attn(4, 64, 256, 4, 4),      attn(4, 128, 256, 4, 1, 0, 50.0),  // Gemma-2: d 256, softcap
+      attn(4, 256, 128, 4, 1, 64),                                    // sliding window 64
   };
   if (!quick) {
     append(v, attention_cases());
@@ -174,8 +175,10 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (k == nullptr) throw missing();
       const GemmCase& c = *item.gemm;
       r.seq_len = c.shape.k;
-      if (auto why = k->supports(c.shape)) r.skipped = *why;
-      else r.rules = check_gemm_matches_oracle(*k, c, seed(o, "gemm_oracle", id));
+      if (auto why = k->supports(c.shape))
+        r.skipped = *why;
+      else
+        r.rules = check_gemm_matches_oracle(*k, c, seed(o, "gemm_oracle", id));
     } else if (item.kind == "projection" && item.projection) {
       const auto* k = reg.find_gemm(item.kernel);
       if (k == nullptr) throw missing();
@@ -193,8 +196,10 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (k == nullptr) throw missing();
       const NormCase& c = *item.norm;
       r.seq_len = c.shape.d;  // the reduction length
-      if (auto why = k->supports(c.shape)) r.skipped = *why;
-      else r.rules = check_norm_matches_oracle(*k, c, seed(o, "norm_oracle", id));
+      if (auto why = k->supports(c.shape))
+        r.skipped = *why;
+      else
+        r.rules = check_norm_matches_oracle(*k, c, seed(o, "norm_oracle", id));
     } else if (item.kind == "attention" && item.attention) {
       const auto* k = reg.find_attention(item.kernel);
       if (k == nullptr) throw missing();

@@ -13,11 +13,11 @@ namespace kvconf::conformance::accumulation {
 
 // How an order's roundings are laid out over the terms (dot products with FMA: leaf products are exact in fp32).
 enum class Shape {
-  chain,      // one sequential chain
-  pairwise,   // level-wise adjacent pairs
-  blocked,    // sequential chains over blocks of `block` terms, then a chain over the block results
-  generic,    // any other round-to-nearest order with n − 1 additions: |P_r| <= Σ|t| for every rounding
-  truncating, // tensor-core truncation: biased, no martingale model (deterministic bound only)
+  chain,       // one sequential chain
+  pairwise,    // level-wise adjacent pairs
+  blocked,     // sequential chains over blocks of `block` terms, then a chain over the block results
+  generic,     // any other round-to-nearest order with n − 1 additions: |P_r| <= Σ|t| for every rounding
+  truncating,  // tensor-core truncation: biased, no martingale model (deterministic bound only)
 };
 
 // Σ_r (|P_r| + B)² over the roundings of a chain over t[lo, hi) (the first term is the exact leaf); the chain's
@@ -39,7 +39,8 @@ inline double rounded_partials_sq(Shape shape, std::size_t block, const std::vec
   const std::size_t n = t.size();
   double v = 0.0;
   switch (shape) {
-    case Shape::chain: return chain_sq(t, 0, n, B, v);
+    case Shape::chain:
+      return chain_sq(t, 0, n, B, v);
     case Shape::pairwise: {
       std::vector<double> cur = t, next;
       double acc = 0.0;
@@ -65,7 +66,8 @@ inline double rounded_partials_sq(Shape shape, std::size_t block, const std::vec
     }
     case Shape::generic:
       return n > 1 ? static_cast<double>(n - 1) * (abs_sum + B) * (abs_sum + B) : 0.0;
-    case Shape::truncating: break;
+    case Shape::truncating:
+      break;
   }
   return HUGE_VAL;
 }

@@ -124,9 +124,7 @@ struct Fp32Point {
 
 // λ of the Azuma–Hoeffding selection: every sample of a length fails it with probability <= kAlpha / kFp32Samples.
 constexpr std::size_t kFp32Samples = 1u << 15;  // dot products per length
-double selection_lambda() {
-  return std::sqrt(2.0 * std::log(2.0 * static_cast<double>(kFp32Samples) / kAlpha));
-}
+double selection_lambda() { return std::sqrt(2.0 * std::log(2.0 * static_cast<double>(kFp32Samples) / kAlpha)); }
 
 // One sample: included when its accumulation error is, with the model's confidence (or surely, for truncating
 // orders), at most u·|s|/2 <= half an fp16 spacing at s (the exact value is not cancelled into the accumulation
@@ -141,8 +139,8 @@ void add_fp32_sample(Fp32Point& p, const Dot& d, const NamedOrder& o, double y_h
   s32.out = Format::fp32;
   const double B = ref::dot_error_bound(s32, o.order, n, d.abs_sum);
   if (std::fabs(ya_hat - s) > B) ++p.bound_violations;  // the fp32 result itself obeys its a-priori bound
-  double e2;  // E[e²] (or the sure bound B² for truncating orders)
-  double reach;  // the error that must stay below u·|s|/2
+  double e2;                                            // E[e²] (or the sure bound B² for truncating orders)
+  double reach;                                         // the error that must stay below u·|s|/2
   if (o.shape == Shape::truncating) {
     e2 = B * B;
     reach = B;
@@ -182,9 +180,10 @@ struct Fp32Case {
 void run_fp32_flat(const Fp32Case& c, const std::vector<std::size_t>& lengths, const std::string& claim) {
   const double mu0 = benford_mean_rel_error();
   const AccumSpec sp = spec(Format::fp32, Format::fp16);
-  std::printf("[ accum    ] %s: fp16 inputs, fp32 accumulator (%s), fp16 output, %s data, %zu dots per n; "
-              "predicted mean relative error u/(4 ln 2) = %.6g\n",
-              c.id().c_str(), c.order.name.c_str(), kind_name(c.kind), static_cast<std::size_t>(kFp32Samples), mu0);
+  std::printf(
+      "[ accum    ] %s: fp16 inputs, fp32 accumulator (%s), fp16 output, %s data, %zu dots per n; "
+      "predicted mean relative error u/(4 ln 2) = %.6g\n",
+      c.id().c_str(), c.order.name.c_str(), kind_name(c.kind), static_cast<std::size_t>(kFp32Samples), mu0);
   std::printf("[ accum    ] %6s %12s %12s %12s %12s %12s %12s %9s\n", "n", "mean_rel", "band", "mean_rel_sum",
               "pred_cond", "mantissa", "accum", "excluded");
   double hi = 0.0, lo = HUGE_VAL, ratio_allowed_hi = 0.0, ratio_allowed_lo = HUGE_VAL;
@@ -195,15 +194,15 @@ void run_fp32_flat(const Fp32Case& c, const std::vector<std::size_t>& lengths, c
     for (std::size_t i = 0; i < kFp32Samples; ++i) {
       draw(d, n, c.kind, /*log_uniform_scale=*/true, g);
       settle(d);
-      add_fp32_sample(p, d, c.order, dot(sp, c.order.order, d.x, d.y), dot(spec(Format::fp32, Format::fp32),
-                                                                               c.order.order, d.x, d.y));
+      add_fp32_sample(p, d, c.order, dot(sp, c.order.order, d.x, d.y),
+                      dot(spec(Format::fp32, Format::fp32), c.order.order, d.x, d.y));
     }
     const double N = static_cast<double>(p.r.size());
-    const MeanBand r = mean_band(p.r, 2.0 * kU16);                // r ∈ [0, 2u] when within one spacing
-    const MeanBand rp = mean_band(p.r_minus_pi, 2.5 * kU16);      // r − π ∈ [−u/2, 2u]
+    const MeanBand r = mean_band(p.r, 2.0 * kU16);            // r ∈ [0, 2u] when within one spacing
+    const MeanBand rp = mean_band(p.r_minus_pi, 2.5 * kU16);  // r − π ∈ [−u/2, 2u]
     const double pi = p.pi / N, mant = p.mantissa / N, accum = p.accumulation / N;
-    const double band_abs = r.half_width + mant + accum;          // |r̄ − μ0|
-    const double band_cond = rp.half_width + accum;               // |r̄ − π̄|
+    const double band_abs = r.half_width + mant + accum;  // |r̄ − μ0|
+    const double band_cond = rp.half_width + accum;       // |r̄ − π̄|
     std::printf("[ accum    ] %6zu %12.6g %12.4g %12.6g %12.6g %12.4g %12.4g %9.4f\n", n, r.mean, band_abs,
                 p.r_sum_abs / N, pi, mant, accum, static_cast<double>(p.excluded) / static_cast<double>(p.drawn));
     record(n, "mean_rel_error", r.mean);
@@ -216,9 +215,8 @@ void run_fp32_flat(const Fp32Case& c, const std::vector<std::size_t>& lengths, c
     EXPECT_EQ(p.bound_violations, 0u) << "n=" << n << ": fp32 accumulation error above its a-priori bound";
     EXPECT_EQ(p.beyond_one_ulp, 0u) << "n=" << n << ": fp32 accumulation moved the result beyond one fp16 spacing";
     EXPECT_LE(p.excluded, p.drawn / 4) << "n=" << n << ": the claim covers too few dot products";
-    EXPECT_LE(std::fabs(r.mean - pi), band_cond)
-        << "n=" << n << ": mean relative error " << r.mean << " is not the output rounding's " << pi << " ± "
-        << band_cond;
+    EXPECT_LE(std::fabs(r.mean - pi), band_cond) << "n=" << n << ": mean relative error " << r.mean
+                                                 << " is not the output rounding's " << pi << " ± " << band_cond;
     EXPECT_LE(std::fabs(r.mean - mu0), band_abs)
         << "n=" << n << ": mean relative error " << r.mean << " outside u/(4 ln 2) = " << mu0 << " ± " << band_abs;
     hi = std::max(hi, r.mean);
@@ -237,13 +235,13 @@ void run_fp32_flat(const Fp32Case& c, const std::vector<std::size_t>& lengths, c
 // fp16 accumulation (one fp16 FMA chain): the error is Σ_k ε_k, ε_k the rounding error of step k.
 
 struct Fp16Point {
-  double err2 = 0.0;    // Σ_i (ŷ_i − s_i)²
-  double v = 0.0;       // Σ_i V_i, V_i = Σ_k ulp(S_k)²/12 (model variance)
-  double v2 = 0.0;      // Σ_i V_i²
-  double p_lo = 0.0;    // Σ_i u²/12 · Σ_k S_k²  (lower model variance)
-  double p_hi = 0.0;    // Σ_i (u²/3 · Σ_k S_k² + subnormal spacing²/12 per subnormal partial)
-  double s2 = 0.0;      // Σ_i s_i²
-  double a2 = 0.0;      // Σ_i (Σ|x y|)²
+  double err2 = 0.0;                // Σ_i (ŷ_i − s_i)²
+  double v = 0.0;                   // Σ_i V_i, V_i = Σ_k ulp(S_k)²/12 (model variance)
+  double v2 = 0.0;                  // Σ_i V_i²
+  double p_lo = 0.0;                // Σ_i u²/12 · Σ_k S_k²  (lower model variance)
+  double p_hi = 0.0;                // Σ_i (u²/3 · Σ_k S_k² + subnormal spacing²/12 per subnormal partial)
+  double s2 = 0.0;                  // Σ_i s_i²
+  double a2 = 0.0;                  // Σ_i (Σ|x y|)²
   double rel = 0.0, rel_sum = 0.0;  // Σ |err|/|s|, Σ |err|/Σ|x y| (the paper's means)
   std::size_t count = 0, zero = 0;
   double max_partial = 0.0;
@@ -268,8 +266,10 @@ void add_fp16_sample(Fp16Point& p, const Dot& d, double y_hat) {
   p.p_hi += kU16 * kU16 / 3.0 * P + sub;
   p.s2 += d.exact * d.exact;
   p.a2 += d.abs_sum * d.abs_sum;
-  if (d.exact != 0.0) p.rel += std::fabs(e) / std::fabs(d.exact);
-  else ++p.zero;
+  if (d.exact != 0.0)
+    p.rel += std::fabs(e) / std::fabs(d.exact);
+  else
+    ++p.zero;
   p.rel_sum += std::fabs(e) / d.abs_sum;
   ++p.count;
 }
@@ -403,8 +403,10 @@ void run_head_dim(std::size_t d, Format acc, const std::string& claim) {
   const NamedOrder seq{"seq", Sequential{}, Shape::chain};
   std::printf("[ accum    ] %s: all q_i·k_j of n-token sequences, head dim %zu, %zu dots per n\n", id.c_str(), d,
               static_cast<std::size_t>(kHeadDimSamples));
-  if (acc16) print_fp16_header();
-  else std::printf("[ accum    ] %6s %12s %12s %12s %12s\n", "n", "mean_rel", "pred_cond", "band", "mean_rel_sum");
+  if (acc16)
+    print_fp16_header();
+  else
+    std::printf("[ accum    ] %6s %12s %12s %12s %12s\n", "n", "mean_rel", "pred_cond", "band", "mean_rel_sum");
   struct Point {
     double measured, lo, hi;
   };
@@ -422,12 +424,16 @@ void run_head_dim(std::size_t d, Format acc, const std::string& claim) {
       for (auto& v : k) v = round_to(Format::fp16, nd(g));
       for (std::size_t i = 0; i < n && collected < kHeadDimSamples; ++i)
         for (std::size_t j = 0; j < n && collected < kHeadDimSamples; ++j, ++collected) {
-          dt.x.assign(q.begin() + static_cast<std::ptrdiff_t>(i * d), q.begin() + static_cast<std::ptrdiff_t>((i + 1) * d));
-          dt.y.assign(k.begin() + static_cast<std::ptrdiff_t>(j * d), k.begin() + static_cast<std::ptrdiff_t>((j + 1) * d));
+          dt.x.assign(q.begin() + static_cast<std::ptrdiff_t>(i * d),
+                      q.begin() + static_cast<std::ptrdiff_t>((i + 1) * d));
+          dt.y.assign(k.begin() + static_cast<std::ptrdiff_t>(j * d),
+                      k.begin() + static_cast<std::ptrdiff_t>((j + 1) * d));
           settle(dt);
           const double y_hat = dot(sp, Sequential{}, dt.x, dt.y);
-          if (acc16) add_fp16_sample(p16, dt, y_hat);
-          else add_fp32_sample(p32, dt, seq, y_hat, dot(spec(Format::fp32, Format::fp32), Sequential{}, dt.x, dt.y));
+          if (acc16)
+            add_fp16_sample(p16, dt, y_hat);
+          else
+            add_fp32_sample(p32, dt, seq, y_hat, dot(spec(Format::fp32, Format::fp32), Sequential{}, dt.x, dt.y));
         }
     }
     if (acc16) {

@@ -76,13 +76,12 @@ TEST_P(AttentionConformanceSeeds, SlowManySeeds) {
 }
 
 KVCONF_INSTANTIATE_SUITE_P(AttentionConformanceSeeds,
-                           ::testing::ValuesIn(pairs_for_ids(
-                               registry().attention(), attention_cases(),
-                               {"q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
-                                "q16_kv160_d256_h8_gqa2_causal_win64_cap0_sc50_normal",
-                                "q1_kv512_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
-                                "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_p_flush",
-                                "q12_kv80_d64_h4_gqa1_noncausal_win16_cap0_sc0_normal"})),
+                           ::testing::ValuesIn(pairs_for_ids(registry().attention(), attention_cases(),
+                                                             {"q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
+                                                              "q16_kv160_d256_h8_gqa2_causal_win64_cap0_sc50_normal",
+                                                              "q1_kv512_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
+                                                              "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_p_flush",
+                                                              "q12_kv80_d64_h4_gqa1_noncausal_win16_cap0_sc0_normal"})),
                            ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformanceSeeds);
 

@@ -15,14 +15,14 @@
 namespace kvconf::conformance::suite {
 
 struct KnownFinding {
-  const char* kernel;   // KernelInfo::name
-  const char* case_id;  // the case's id()
-  const char* rule;     // the rule it fails
-  std::uint64_t seed;   // the seed it was measured at (seed_for(suite, case_id) without KVCONF_SEED)
-  double error;         // the measured error (max |kernel − oracle|), as the JUnit XML recorded it
-  double rel_tol;       // how far a rerun's error may move: the 9 digits the test output carries (the kernel is
-                        // deterministic: the same device and library give the same error to the last bit)
-  const char* measured; // where and when
+  const char* kernel;    // KernelInfo::name
+  const char* case_id;   // the case's id()
+  const char* rule;      // the rule it fails
+  std::uint64_t seed;    // the seed it was measured at (seed_for(suite, case_id) without KVCONF_SEED)
+  double error;          // the measured error (max |kernel − oracle|), as the JUnit XML recorded it
+  double rel_tol;        // how far a rerun's error may move: the 9 digits the test output carries (the kernel is
+                         // deterministic: the same device and library give the same error to the last bit)
+  const char* measured;  // where and when
 };
 
 // torch.cuda.attn.sdpa_efficient.f32 (PyTorch's memory-efficient SDPA backend, fp32) is within its a-priori oracle
@@ -49,8 +49,8 @@ inline void apply_known_findings(CheckResults& results, const std::string& kerne
                     f.measured, r.error, r.bound);
       ::testing::Test::RecordProperty(r.rule + ".known_finding", note);
       std::printf("known finding: %s on %s, rule %s: %s\n", f.kernel, f.case_id, f.rule, note);
-      EXPECT_FALSE(r.pass) << "known finding no longer reproduces: " << f.kernel << " now passes " << f.rule
-                           << " on " << f.case_id << " (error " << r.error << ", bound " << r.bound
+      EXPECT_FALSE(r.pass) << "known finding no longer reproduces: " << f.kernel << " now passes " << f.rule << " on "
+                           << f.case_id << " (error " << r.error << ", bound " << r.bound
                            << "): the kernel changed; update conformance/suites/known_findings.hpp and docs/GPU.md";
       EXPECT_LE(std::fabs(r.error - f.error), f.rel_tol * f.error)
           << "known finding moved: " << f.kernel << " " << f.rule << " on " << f.case_id << " error " << r.error

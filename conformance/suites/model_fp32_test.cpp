@@ -13,9 +13,7 @@ namespace {
 class Fp32Conformance : public ::testing::TestWithParam<ModelParam> {};
 
 // The fp16 profile an fp32 profile is compared with: the same kernels in fp16 (the reports' choice too).
-std::string partner(const std::string& fp32_profile) {
-  return fp16_partner(fp32_profile, {"fp16-eager", "cuda-fp16"});
-}
+std::string partner(const std::string& fp32_profile) { return fp16_partner(fp32_profile, {"fp16-eager", "cuda-fp16"}); }
 
 TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
   const ModelCase& c = GetParam().c;

@@ -21,15 +21,16 @@ TEST_P(InvariantConformance, CacheOnMatchesCacheOffBitwise) {
   ASSERT_FALSE(prompts.empty()) << "no prompt in " << f.prompts;
   for (const analysis::Prompt& p : prompts) {
     engine::Context ctx(m, k);
-    const CheckResults r = check_invariant_model(ctx, p.ids, pair_options(c, p.id), seed_for("invariant", c.id() + "/" + p.id));
+    const CheckResults r =
+        check_invariant_model(ctx, p.ids, pair_options(c, p.id), seed_for("invariant", c.id() + "/" + p.id));
     record(r, std::vector<std::string>(r.size(), p.id));
     expect_pass(r);
   }
 }
 
-KVCONF_INSTANTIATE_SUITE_P(InvariantConformance,
-                           ::testing::ValuesIn(model_params(suite_profiles({"fp16-invariant"}, {"cuda-fp16-invariant"}))),
-                           ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(
+    InvariantConformance,
+    ::testing::ValuesIn(model_params(suite_profiles({"fp16-invariant"}, {"cuda-fp16-invariant"}))), ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

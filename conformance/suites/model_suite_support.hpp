@@ -34,20 +34,20 @@ inline bool under_ci() {
 }
 
 // In a test body: GTEST_SKIP with the reason when the fixture's files are missing (FAIL under CI=true).
-#define KVCONF_SKIP_IF_MISSING(f)                                                              \
-  do {                                                                                         \
-    if (const auto why_ = ::kvconf::conformance::fixture_missing(f)) {                         \
+#define KVCONF_SKIP_IF_MISSING(f)                                                                                     \
+  do {                                                                                                                \
+    if (const auto why_ = ::kvconf::conformance::fixture_missing(f)) {                                                \
       if (::kvconf::conformance::suite::under_ci()) FAIL() << *why_ << " (CI=true: the shared data must be present)"; \
-      GTEST_SKIP() << *why_;                                                                   \
-    }                                                                                          \
+      GTEST_SKIP() << *why_;                                                                                          \
+    }                                                                                                                 \
   } while (0)
 
 // In a test body: GTEST_SKIP with the reason when the profile cannot run here (a GPU profile without a usable CUDA
 // device, or a build without CUDA: engine::profile_unavailable). Comes before KVCONF_SKIP_IF_MISSING.
-#define KVCONF_SKIP_IF_UNAVAILABLE(profile_name)                                                          \
-  do {                                                                                                     \
+#define KVCONF_SKIP_IF_UNAVAILABLE(profile_name)                                                               \
+  do {                                                                                                         \
     if (const auto why_ = ::kvconf::engine::profile_unavailable(::kvconf::engine::find_profile(profile_name))) \
-      GTEST_SKIP() << "profile " << (profile_name) << ": " << *why_;                                      \
+      GTEST_SKIP() << "profile " << (profile_name) << ": " << *why_;                                           \
   } while (0)
 
 // A profile's kernels, resolved against the CPU registry (a GPU profile's CUDA kernels come from the engine's GPU
@@ -58,7 +58,8 @@ inline engine::ProfileKernels profile_kernels(const std::string& name) {
 }
 
 // The model suites' profiles: the CPU ones, or (KVCONF_SUITE_GPU builds: the Cuda/ model suites) the GPU ones.
-inline std::vector<std::string> suite_profiles(const std::vector<std::string>& cpu, const std::vector<std::string>& gpu) {
+inline std::vector<std::string> suite_profiles(const std::vector<std::string>& cpu,
+                                               const std::vector<std::string>& gpu) {
   return kGpuSuite ? gpu : cpu;
 }
 

@@ -22,8 +22,9 @@ int main(int argc, char** argv) {
   for (int i = 3; i < argc; ++i) only.emplace_back(argv[i]);
   const kernels::Registry reg = kernels::cpu_registry();
   const auto all = conformance::model_fixtures(KVCONF_FIXTURES_DIR, KVCONF_SHARED_DIR);
-  std::printf("| fixture | profile | prompts | steps | diverged | mean KL free | mean KL teacher | max KL teacher | "
-              "flip indices | s |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| fixture | profile | prompts | steps | diverged | mean KL free | mean KL teacher | max KL teacher | "
+      "flip indices | s |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const conformance::ModelFixture& f : all) {
     if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
     if (const auto why = conformance::fixture_missing(f)) {

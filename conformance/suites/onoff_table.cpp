@@ -24,7 +24,9 @@ using namespace kvconf::conformance;
 
 constexpr int kSeeds = 3;
 
-std::uint64_t nth_seed(std::uint64_t base, int i) { return base + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i); }
+std::uint64_t nth_seed(std::uint64_t base, int i) {
+  return base + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i);
+}
 
 struct Row {
   std::string kernel, shape;
@@ -79,24 +81,29 @@ void print_oracle_table(const kernels::Registry& reg) {
   g2.shape = {16, 64, 11008};
   for (const auto& k : reg.gemm())
     for (const GemmCase& c : {g1, g2})
-      rows.push_back(oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_gemm_matches_oracle(k, c, s); }));
+      rows.push_back(
+          oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_gemm_matches_oracle(k, c, s); }));
   NormCase n1;
   n1.shape = {4, 4096};
   n1.params.eps = 1e-5f;
   for (const auto& k : reg.norm())
-    rows.push_back(oracle_row(k.info.name, n1.id(), [&](std::uint64_t s) { return check_norm_matches_oracle(k, n1, s); }));
+    rows.push_back(
+        oracle_row(k.info.name, n1.id(), [&](std::uint64_t s) { return check_norm_matches_oracle(k, n1, s); }));
   for (std::size_t n_kv : {std::size_t{512}, std::size_t{4096}}) {
     const AttentionCase c = attention_shape(n_kv, 2);
     for (const auto& k : reg.attention()) {
-      OracleRow row = oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_attention_matches_oracle(k, c, s); });
+      OracleRow row =
+          oracle_row(k.info.name, c.id(), [&](std::uint64_t s) { return check_attention_matches_oracle(k, c, s); });
       kernels::AttentionCall dec = c.call;
       dec.shape.n_q = 1;
       dec.params.q_offset = static_cast<std::int64_t>(n_kv - 1);
-      row.note = "prefill: " + kernels::torch_sdpa_choice(k, c.call) + ", decode: " + kernels::torch_sdpa_choice(k, dec);
+      row.note =
+          "prefill: " + kernels::torch_sdpa_choice(k, c.call) + ", decode: " + kernels::torch_sdpa_choice(k, dec);
       rows.push_back(row);
     }
   }
-  std::printf("\n| kernel | case id | oracle error (worst element) | its bound | headroom | result | SDPA backend taken |\n");
+  std::printf(
+      "\n| kernel | case id | oracle error (worst element) | its bound | headroom | result | SDPA backend taken |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const OracleRow& r : rows) {
     if (!r.ran) {
@@ -111,8 +118,10 @@ void print_oracle_table(const kernels::Registry& reg) {
 int main(int argc, char** argv) {
   bool quick = false, torch = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--torch") == 0) torch = true;
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--torch") == 0)
+      torch = true;
     else {
       std::fprintf(stderr, "kvconf_onoff_table: unknown argument '%s' (expected --quick or --torch)\n", argv[i]);
       return 2;
@@ -153,14 +162,16 @@ int main(int argc, char** argv) {
         if (auto why = k.supports(c.call)) {
           r.d.paths = "unsupported: " + *why;
         } else {
-          for (int i = 0; i < kSeeds; ++i) merge(r.d, measure_attention_on_off(k, c, nth_seed(seed_for("onoff_table", c.id()), i)));
+          for (int i = 0; i < kSeeds; ++i)
+            merge(r.d, measure_attention_on_off(k, c, nth_seed(seed_for("onoff_table", c.id()), i)));
         }
         rows.push_back(r);
         std::fprintf(stderr, "done %s %s\n", r.kernel.c_str(), r.shape.c_str());
       }
     }
 
-  std::printf("| kernel | shape (case id) | differing / elements | max ulp | max rel (normwise) | paths (ON vs OFF) |\n");
+  std::printf(
+      "| kernel | shape (case id) | differing / elements | max ulp | max rel (normwise) | paths (ON vs OFF) |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     if (r.d.elements == 0) {

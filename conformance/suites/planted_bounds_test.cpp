@@ -52,7 +52,9 @@ float moved(Format out, float y0, double delta) {
   return static_cast<float>(round_to(out, static_cast<double>(y0) + delta));
 }
 // The next value of `out` away from zero (sign-magnitude encodings: the bit pattern plus one).
-float next_ulp(Format out, float y0) { return static_cast<float>(decode(out, encode(out, static_cast<double>(y0)) + 1)); }
+float next_ulp(Format out, float y0) {
+  return static_cast<float>(decode(out, encode(out, static_cast<double>(y0)) + 1));
+}
 
 // The rule's result in a check's results (exactly one expected).
 const CheckResult& result(const CheckResults& rs, const std::string& rule) {
@@ -97,12 +99,14 @@ double gemm_bound0(const GemmKernel& base, const GemmShape& s, std::span<const f
 }
 
 // base with y[0] of the calls `when` selects replaced by nudge(shape, x, w, y[0]); claims cache_invariant as told.
-GemmKernel nudged_gemm(const GemmKernel& base, bool invariant, std::function<bool(const GemmShape&)> when,
-                       std::function<float(const GemmShape&, std::span<const float>, std::span<const float>, float)> nudge) {
+GemmKernel nudged_gemm(
+    const GemmKernel& base, bool invariant, std::function<bool(const GemmShape&)> when,
+    std::function<float(const GemmShape&, std::span<const float>, std::span<const float>, float)> nudge) {
   GemmKernel k = base;
   k.info.name = base.info.name + ".planted";
   k.info.cache_invariant = invariant;
-  k.run = [base, when, nudge](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+  k.run = [base, when, nudge](const GemmShape& s, std::span<const float> x, std::span<const float> w,
+                              std::span<float> y) {
     base.run(s, x, w, y);
     if (when(s)) y[0] = nudge(s, x, w, y[0]);
   };
@@ -113,10 +117,11 @@ const GemmKernel& g1_f32() { return *reg().find_gemm("cpu.gemm.g1.f32"); }
 
 TEST(PlantedJustPastBound, GemmOracleBound) {
   const GemmKernel& base = g1_f32();
-  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape&) { return true; },
-                                   [&](const GemmShape& s, auto x, auto w, float y0) {
-                                     return moved(base.info.out, y0, kF * gemm_bound0(base, s, x, w));
-                                   });
+  const GemmKernel k = nudged_gemm(
+      base, true, [](const GemmShape&) { return true; },
+      [&](const GemmShape& s, auto x, auto w, float y0) {
+        return moved(base.info.out, y0, kF * gemm_bound0(base, s, x, w));
+      });
   GemmCase c;
   c.shape = {4, 32, 1024};
   const CheckResults rs = check_gemm_matches_oracle(k, c, seed_for("planted_gemm_oracle", c.id()));
@@ -146,10 +151,9 @@ TEST(PlantedJustPastBound, GemmTwoSided) {
     std::frexp(y_max, &e);
     return 2.0 * naive_max + std::ldexp(1.0, e - 24);
   };
-  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape&) { return true; },
-                                   [&](const GemmShape& s, auto x, auto w, float y0) {
-                                     return moved(base.info.out, y0, kF * threshold(s, x, w));
-                                   });
+  const GemmKernel k = nudged_gemm(
+      base, true, [](const GemmShape&) { return true; },
+      [&](const GemmShape& s, auto x, auto w, float y0) { return moved(base.info.out, y0, kF * threshold(s, x, w)); });
   GemmCase c;
   c.shape = {4, 32, 1024};
   const CheckResults rs = check_gemm_matches_oracle(k, c, seed_for("planted_gemm_two_sided", c.id()));
@@ -165,26 +169,28 @@ TEST(PlantedJustPastBound, ProjectionOnOffBound) {
   c.total = 8;
   c.n = 32;
   c.k = 1024;
-  const GemmKernel k = nudged_gemm(base, false, [](const GemmShape& s) { return s.m == 1; },
-                                   [&](const GemmShape& s, auto x, auto w, float y0) {
-                                     const GemmShape off{c.total, s.n, s.k};
-                                     return moved(base.info.out, y0,
-                                                  kF * (gemm_bound0(base, s, x, w) + gemm_bound0(base, off, x, w)));
-                                   });
+  const GemmKernel k = nudged_gemm(
+      base, false, [](const GemmShape& s) { return s.m == 1; },
+      [&](const GemmShape& s, auto x, auto w, float y0) {
+        const GemmShape off{c.total, s.n, s.k};
+        return moved(base.info.out, y0, kF * (gemm_bound0(base, s, x, w) + gemm_bound0(base, off, x, w)));
+      });
   expect_just_past(result(check_projection_cache_on_off(k, c, seed_for("planted_proj", c.id())), "on_off_bound"));
 }
 
 TEST(PlantedJustPastBound, ProjectionOnOffBitwise) {
   const GemmKernel& base = g1_f32();
   ASSERT_TRUE(base.info.cache_invariant);
-  const GemmKernel k = nudged_gemm(base, true, [](const GemmShape& s) { return s.m == 1; },
-                                   [&](const GemmShape&, auto, auto, float y0) { return next_ulp(base.info.out, y0); });
+  const GemmKernel k = nudged_gemm(
+      base, true, [](const GemmShape& s) { return s.m == 1; },
+      [&](const GemmShape&, auto, auto, float y0) { return next_ulp(base.info.out, y0); });
   ProjectionCase c;
   c.prompt = 4;
   c.total = 8;
   c.n = 32;
   c.k = 1024;
-  expect_bitwise_caught(result(check_projection_cache_on_off(k, c, seed_for("planted_proj", c.id())), "on_off_bitwise"));
+  expect_bitwise_caught(
+      result(check_projection_cache_on_off(k, c, seed_for("planted_proj", c.id())), "on_off_bitwise"));
   EXPECT_TRUE(all_pass(check_projection_cache_on_off(base, c, seed_for("planted_proj", c.id()))));
 }
 
@@ -212,7 +218,8 @@ TEST(PlantedJustPastBound, NormOracleBound) {
     bi.one_plus_weight = p.one_plus_weight;
     bi.out = base.info.out;
     const double wf = p.one_plus_weight ? std::fabs(1.0 + static_cast<double>(w[0])) : std::fabs(w[0]);
-    const double y_exact = std::fabs(static_cast<double>(x[0])) * wf / std::sqrt(sum_sq / static_cast<double>(s.d) + bi.eps);
+    const double y_exact =
+        std::fabs(static_cast<double>(x[0])) * wf / std::sqrt(sum_sq / static_cast<double>(s.d) + bi.eps);
     y[0] = moved(base.info.out, y[0], kF * ref::rms_norm_error_terms(bi).at(y_exact * (1.0 + 0x1p-40), wf));
   };
   NormCase c;
@@ -284,7 +291,8 @@ ref::AttentionElementStats attention_stats0(const AttentionKernel& base, const A
 
 // base with element 0 of the calls `when` selects moved: by F × (its bound + the bound of the same row under
 // partner(call)'s pipeline, the call it is compared with), or by one ulp when bitwise.
-AttentionKernel nudged_attention(const AttentionKernel& base, bool bitwise, std::function<bool(const AttentionCall&)> when,
+AttentionKernel nudged_attention(const AttentionKernel& base, bool bitwise,
+                                 std::function<bool(const AttentionCall&)> when,
                                  std::function<AttentionCall(const AttentionCall&)> partner) {
   AttentionKernel k = base;
   k.info.name = base.info.name + ".planted";
@@ -318,8 +326,8 @@ AttentionCase small_case(bool causal) {
 
 TEST(PlantedJustPastBound, AttentionOracleBound) {
   const AttentionKernel& base = a7_f32();
-  const AttentionKernel k = nudged_attention(base, false, [](const AttentionCall&) { return true; },
-                                             [](const AttentionCall& c) { return c; });
+  const AttentionKernel k = nudged_attention(
+      base, false, [](const AttentionCall&) { return true; }, [](const AttentionCall& c) { return c; });
   // The nudge is F × 2 × the bound here (the call is its own partner): the rule sees error/bound near 2F.
   const AttentionCase c = small_case(true);
   const CheckResults rs = check_attention_matches_oracle(k, c, seed_for("planted_attn_oracle", c.id()));
@@ -395,32 +403,36 @@ TEST(PlantedJustPastBound, AttentionTwoSided) {
     o[0] = moved(base.info.out, o[0], kF * naive_attention_threshold(c, q, kc, vc));
   };
   const AttentionCase c = small_case(true);
-  expect_just_past(result(check_attention_matches_oracle(k, c, seed_for("planted_attn_two_sided", c.id())), "two_sided"));
+  expect_just_past(
+      result(check_attention_matches_oracle(k, c, seed_for("planted_attn_two_sided", c.id())), "two_sided"));
 }
 
 TEST(PlantedJustPastBound, AttentionOnOffBound) {
   const AttentionCase c = small_case(true);
   const AttentionCall full = c.call;
-  const AttentionKernel k = nudged_attention(a7_f32(), false, [](const AttentionCall& x) { return x.shape.n_q == 1; },
-                                             [full](const AttentionCall&) { return full; });
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), false, [](const AttentionCall& x) { return x.shape.n_q == 1; },
+      [full](const AttentionCall&) { return full; });
   expect_just_past(result(check_attention_cache_on_off(k, c, seed_for("planted_attn_onoff", c.id())), "on_off_bound"));
 }
 
 TEST(PlantedJustPastBound, AttentionOnOffBitwise) {
   ASSERT_TRUE(a7_f32().info.cache_invariant);
   const AttentionCase c = small_case(true);
-  const AttentionKernel k = nudged_attention(a7_f32(), true, [](const AttentionCall& x) { return x.shape.n_q == 1; },
-                                             [](const AttentionCall& x) { return x; });
-  expect_bitwise_caught(result(check_attention_cache_on_off(k, c, seed_for("planted_attn_onoff", c.id())), "on_off_bitwise"));
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), true, [](const AttentionCall& x) { return x.shape.n_q == 1; },
+      [](const AttentionCall& x) { return x; });
+  expect_bitwise_caught(
+      result(check_attention_cache_on_off(k, c, seed_for("planted_attn_onoff", c.id())), "on_off_bitwise"));
 }
 
 // Chunks are the calls with fewer query rows than the one-shot call (non-causal: every chunk sees the whole cache).
 TEST(PlantedJustPastBound, AttentionChunkedBound) {
   const AttentionCase c = small_case(false);
   const AttentionCall full = c.call;
-  const AttentionKernel k = nudged_attention(a7_f32(), false,
-                                             [full](const AttentionCall& x) { return x.shape.n_q < full.shape.n_q; },
-                                             [full](const AttentionCall&) { return full; });
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), false, [full](const AttentionCall& x) { return x.shape.n_q < full.shape.n_q; },
+      [full](const AttentionCall&) { return full; });
   const std::vector<std::size_t> chunks = {1, 4};
   const CheckResults rs = check_attention_chunked(k, c, chunks, seed_for("planted_attn_chunked", c.id()));
   ASSERT_EQ(rs.size(), chunks.size());
@@ -430,8 +442,9 @@ TEST(PlantedJustPastBound, AttentionChunkedBound) {
 TEST(PlantedJustPastBound, AttentionChunkedBitwise) {
   const AttentionCase c = small_case(false);
   const std::size_t n_q = c.call.shape.n_q;
-  const AttentionKernel k = nudged_attention(a7_f32(), true, [n_q](const AttentionCall& x) { return x.shape.n_q < n_q; },
-                                             [](const AttentionCall& x) { return x; });
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), true, [n_q](const AttentionCall& x) { return x.shape.n_q < n_q; },
+      [](const AttentionCall& x) { return x; });
   const std::vector<std::size_t> chunks = {1, 4};
   for (const auto& r : check_attention_chunked(k, c, chunks, seed_for("planted_attn_chunked", c.id())))
     expect_bitwise_caught(r);
@@ -452,11 +465,12 @@ TEST(PlantedJustPastBound, AttentionCapacityBound) {
 
 TEST(PlantedJustPastBound, AttentionCapacityBitwise) {
   const AttentionCase c = small_case(true);
-  const AttentionKernel k = nudged_attention(a7_f32(), true, [](const AttentionCall& x) { return x.cap() > x.shape.n_kv; },
-                                             [](const AttentionCall& x) { return x; });
-  expect_bitwise_caught(result(check_attention_capacity(k, c, seed_for("planted_attn_capacity", c.id())), "capacity_bitwise"));
+  const AttentionKernel k = nudged_attention(
+      a7_f32(), true, [](const AttentionCall& x) { return x.cap() > x.shape.n_kv; },
+      [](const AttentionCall& x) { return x; });
+  expect_bitwise_caught(
+      result(check_attention_capacity(k, c, seed_for("planted_attn_capacity", c.id())), "capacity_bitwise"));
 }
-
 
 // --- Model rules (FlipsAreNearTies) ---------------------------------------------------------------------------
 struct ModelPlant {

@@ -25,8 +25,8 @@ TEST_P(ProjectionConformance, CacheOnMatchesCacheOff) {
   expect_pass(r);
 }
 
-KVCONF_INSTANTIATE_SUITE_P(ProjectionConformance,
-                           ::testing::ValuesIn(all_pairs(registry().gemm(), projection_cases())), ParamName{});
+KVCONF_INSTANTIATE_SUITE_P(ProjectionConformance, ::testing::ValuesIn(all_pairs(registry().gemm(), projection_cases())),
+                           ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ProjectionConformance);
 
 class ProjectionConformanceSeeds : public ::testing::TestWithParam<ProjParam> {};

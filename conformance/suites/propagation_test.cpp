@@ -4,7 +4,8 @@
 // cache-ON (a prefill over the first T − 1 tokens, then one decode call per layer for the last token over the
 // cache), with an attention kernel of the registry. Per layer, the measured max |h_ON − h_OFF| over all tokens must
 // stay within the bound composed across layers in docs/TOLERANCES.md "Propagation (Experiment 2)"; cache-invariant
-// kernels must give 0 at every layer. Names: <Backend>/PropagationConformance.LayersWithinComposedBound/<kernel>__<case>.
+// kernels must give 0 at every layer. Names:
+// <Backend>/PropagationConformance.LayersWithinComposedBound/<kernel>__<case>.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -157,9 +158,8 @@ double l1(const std::vector<float>& h, std::size_t row, std::size_t head, const 
 //   Δs_i = τ·(‖q_i‖₁·max_{j<=i} ΔQ_j + max_{j<=i} ‖k_j‖₁·ΔQ_i + d·ΔQ_i·max_{j<=i} ΔQ_j)   (OFF-path q, k; per head)
 // and x = h + â of each path (docs/TOLERANCES.md "Propagation (Experiment 2)"). Returns max_elements b.
 double composed_bound(const AttentionKernel& k, const StackCase& c, double E, const std::vector<double>& cl,
-                      const Inputs& in_off,
-                      const std::vector<float>& h_off, const std::vector<float>& h_on, const Layer& L,
-                      const Exact& x_off, const Exact& x_on) {
+                      const Inputs& in_off, const std::vector<float>& h_off, const std::vector<float>& h_on,
+                      const Layer& L, const Exact& x_off, const Exact& x_on) {
   const std::size_t T = c.tokens;
   const AttentionCall off = make_call(c, T, T), pre = make_call(c, T - 1, T - 1), dec = make_call(c, 1, T);
   const ref::AttentionPipeline p_off = k.pipeline(off), p_pre = k.pipeline(pre), p_dec = k.pipeline(dec);
@@ -175,7 +175,8 @@ double composed_bound(const AttentionKernel& k, const StackCase& c, double E, co
       max_c = std::max(max_c, cl[i]);
       const double dq_i = cl[i] * E + 2.0 * eta_in, dq_max = max_c * E + 2.0 * eta_in;
       const double dv = kVScale * max_c * E + 2.0 * eta_in;
-      const double ds = tau * (l1(in_off.qk, i, h, c) * dq_max + max_k1 * dq_i + static_cast<double>(c.d) * dq_i * dq_max);
+      const double ds =
+          tau * (l1(in_off.qk, i, h, c) * dq_max + max_k1 * dq_i + static_cast<double>(c.d) * dq_i * dq_max);
       for (std::size_t col = 0; col < c.d; ++col) {
         const auto s_off = ref::element_stats(x_off.r, x_off.v, off.shape, params, i, h, col);
         const auto s_on = ref::element_stats(x_on.r, x_on.v, off.shape, params, i, h, col);
@@ -216,7 +217,8 @@ void run_stack(const AttentionKernel& k, const StackCase& c) {
   std::printf("[ propag   ] %s on %s (seed %llu): q = k = c_l·h_l, v = c_l·h_l/4, scale 1/(4d), causal%s\n",
               k.info.name.c_str(), c.id().c_str(), static_cast<unsigned long long>(seed),
               k.info.cache_invariant ? ", cache-invariant" : "");
-  std::printf("[ propag   ] %5s %8s %14s %14s %14s\n", "layer", "min c_l", "max|ON-OFF|", "last token", "composed bound");
+  std::printf("[ propag   ] %5s %8s %14s %14s %14s\n", "layer", "min c_l", "max|ON-OFF|", "last token",
+              "composed bound");
   double E = 0.0;  // bound of max |h_ON − h_OFF| at the current layer (inputs identical)
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::vector<double> cl = layer_scales(h_off, c.width());  // (T)

@@ -235,8 +235,7 @@ void sweep(const std::string& rule_key, const std::string& case_id, Check check)
   for (std::size_t j = 0; j < worst.size(); ++j)
     ::testing::Test::RecordProperty(worst[j].rule + ".seeds_failed", std::to_string(failed[j]));
   EXPECT_FALSE(worst.empty()) << "no check ran";
-  EXPECT_TRUE(failures.empty()) << rule_key << " on " << case_id << " failed for some of " << kSweepSeeds
-                                << " seeds:\n"
+  EXPECT_TRUE(failures.empty()) << rule_key << " on " << case_id << " failed for some of " << kSweepSeeds << " seeds:\n"
                                 << failures;
 }
 

@@ -73,8 +73,10 @@ const TensorView& Checkpoint::get(const std::string& name, const std::vector<std
   if (it == index_.end()) {
     // The file to name: the single model.safetensors, or the index that should have listed the tensor.
     std::filesystem::path file;
-    if (files_.size() == 1 && files_[0]->path().filename() == "model.safetensors") file = files_[0]->path();
-    else if (!files_.empty()) file = files_[0]->path().parent_path() / "model.safetensors.index.json";
+    if (files_.size() == 1 && files_[0]->path().filename() == "model.safetensors")
+      file = files_[0]->path();
+    else if (!files_.empty())
+      file = files_[0]->path().parent_path() / "model.safetensors.index.json";
     fail(file.string(), name, "missing tensor");
   }
   if (it->second->shape != expected_shape)

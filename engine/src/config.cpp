@@ -15,9 +15,12 @@ using nlohmann::json;
 
 const char* arch_name(Arch a) {
   switch (a) {
-    case Arch::llama: return "llama";
-    case Arch::mistral: return "mistral";
-    case Arch::gemma2: return "gemma2";
+    case Arch::llama:
+      return "llama";
+    case Arch::mistral:
+      return "mistral";
+    case Arch::gemma2:
+      return "gemma2";
   }
   return "?";
 }
@@ -139,7 +142,8 @@ json read_json(const std::filesystem::path& p) {
 }
 
 void reject_unsupported(const Reader& r) {
-  if (r.present("rope_scaling")) fail(r.file, "rope_scaling", "not supported (must be null or absent), got " + r.j.at("rope_scaling").dump());
+  if (r.present("rope_scaling"))
+    fail(r.file, "rope_scaling", "not supported (must be null or absent), got " + r.j.at("rope_scaling").dump());
   if (r.boolean_or("attention_bias", false)) fail(r.file, "attention_bias", "true is not supported");
   if (r.boolean_or("mlp_bias", false)) fail(r.file, "mlp_bias", "true is not supported");
   if (r.present("pretraining_tp")) {
@@ -157,7 +161,8 @@ double read_rope_theta(const Reader& r) {
     if (!rp.is_object()) fail(r.file, "rope_parameters", "expected an object, got " + rp.dump());
     const Reader sub{rp, r.file};
     const std::string type = sub.string_or("rope_type", "default");
-    if (type != "default") fail(r.file, "rope_parameters", "rope_type \"" + type + "\" is not supported (only \"default\")");
+    if (type != "default")
+      fail(r.file, "rope_parameters", "rope_type \"" + type + "\" is not supported (only \"default\")");
     if (sub.present("rope_theta")) return sub.number("rope_theta");
   }
   return r.number_or("rope_theta", 10000.0);
@@ -181,9 +186,12 @@ ModelConfig parse_hf_config(const std::filesystem::path& config_json) {
   c.source = config_json.string();
 
   const std::string type = r.string_or("model_type", "");
-  if (type == "llama") c.arch = Arch::llama;
-  else if (type == "mistral") c.arch = Arch::mistral;
-  else if (type == "gemma2") c.arch = Arch::gemma2;
+  if (type == "llama")
+    c.arch = Arch::llama;
+  else if (type == "mistral")
+    c.arch = Arch::mistral;
+  else if (type == "gemma2")
+    c.arch = Arch::gemma2;
   else
     fail(r.file, "model_type",
          (type.empty() ? std::string("missing") : "\"" + type + "\"") +
@@ -246,9 +254,12 @@ ModelConfig parse_hf_config(const std::filesystem::path& config_json) {
         fail(r.file, "layer_types", "expected a list of " + std::to_string(c.n_layers) + " strings");
       for (std::size_t l = 0; l < c.n_layers; ++l) {
         const json& t = lt.at(l);
-        if (t == "sliding_attention") c.sliding_layers[l] = true;
-        else if (t == "full_attention") c.sliding_layers[l] = false;
-        else fail(r.file, "layer_types", "entry " + t.dump() + " (expected \"sliding_attention\" or \"full_attention\")");
+        if (t == "sliding_attention")
+          c.sliding_layers[l] = true;
+        else if (t == "full_attention")
+          c.sliding_layers[l] = false;
+        else
+          fail(r.file, "layer_types", "entry " + t.dump() + " (expected \"sliding_attention\" or \"full_attention\")");
       }
     } else {
       for (std::size_t l = 0; l < c.n_layers; ++l) c.sliding_layers[l] = (l % 2 == 0);

@@ -14,32 +14,52 @@ namespace kvconf::engine {
 
 const char* fault_name(Fault f) {
   switch (f) {
-    case Fault::none: return "none";
-    case Fault::rope_decode_off_by_one: return "rope_decode_off_by_one";
-    case Fault::shifted_cache_row: return "shifted_cache_row";
-    case Fault::window_recompute_only: return "window_recompute_only";
-    case Fault::softcap_missing_decode: return "softcap_missing_decode";
-    case Fault::gqa_modulo_decode: return "gqa_modulo_decode";
-    case Fault::cache_store_toward_zero: return "cache_store_toward_zero";
-    case Fault::attn_scale_head_dim: return "attn_scale_head_dim";
-    case Fault::window_ignored: return "window_ignored";
-    case Fault::rms_eps_ignored: return "rms_eps_ignored";
-    case Fault::embed_scale_unrounded: return "embed_scale_unrounded";
-    case Fault::final_softcap_missing_decode: return "final_softcap_missing_decode";
+    case Fault::none:
+      return "none";
+    case Fault::rope_decode_off_by_one:
+      return "rope_decode_off_by_one";
+    case Fault::shifted_cache_row:
+      return "shifted_cache_row";
+    case Fault::window_recompute_only:
+      return "window_recompute_only";
+    case Fault::softcap_missing_decode:
+      return "softcap_missing_decode";
+    case Fault::gqa_modulo_decode:
+      return "gqa_modulo_decode";
+    case Fault::cache_store_toward_zero:
+      return "cache_store_toward_zero";
+    case Fault::attn_scale_head_dim:
+      return "attn_scale_head_dim";
+    case Fault::window_ignored:
+      return "window_ignored";
+    case Fault::rms_eps_ignored:
+      return "rms_eps_ignored";
+    case Fault::embed_scale_unrounded:
+      return "embed_scale_unrounded";
+    case Fault::final_softcap_missing_decode:
+      return "final_softcap_missing_decode";
   }
   return "?";
 }
 
 const char* op_stage_name(OpStage s) {
   switch (s) {
-    case OpStage::attn_in: return "attn_in";
-    case OpStage::q_rope: return "q_rope";
-    case OpStage::k_rope: return "k_rope";
-    case OpStage::v: return "v";
-    case OpStage::attn: return "attn";
-    case OpStage::o: return "o";
-    case OpStage::mlp_in: return "mlp_in";
-    case OpStage::down: return "down";
+    case OpStage::attn_in:
+      return "attn_in";
+    case OpStage::q_rope:
+      return "q_rope";
+    case OpStage::k_rope:
+      return "k_rope";
+    case OpStage::v:
+      return "v";
+    case OpStage::attn:
+      return "attn";
+    case OpStage::o:
+      return "o";
+    case OpStage::mlp_in:
+      return "mlp_in";
+    case OpStage::down:
+      return "down";
   }
   return "?";
 }
@@ -67,11 +87,12 @@ KvCache make_cache(const ModelConfig& c, std::size_t capacity) {
 Context::Context(const Model& model, ProfileKernels kernels, ContextOptions options)
     : model_(&model), kernels_(std::move(kernels)), options_(std::move(options)) {
   if (!kernels_.gemm || !kernels_.attn_prefill || !kernels_.attn_decode || !kernels_.norm)
-    throw std::invalid_argument("kvconf::engine::Context: the profile's kernels are not resolved (use engine::resolve)");
+    throw std::invalid_argument(
+        "kvconf::engine::Context: the profile's kernels are not resolved (use engine::resolve)");
   if (kernels_.profile.storage != model.storage)
-    throw std::invalid_argument("kvconf::engine::Context: the model is stored in " + std::string(kvconf::name(model.storage)) +
-                                " but profile '" + kernels_.profile.name + "' runs in " +
-                                std::string(kvconf::name(kernels_.profile.storage)) +
+    throw std::invalid_argument("kvconf::engine::Context: the model is stored in " +
+                                std::string(kvconf::name(model.storage)) + " but profile '" + kernels_.profile.name +
+                                "' runs in " + std::string(kvconf::name(kernels_.profile.storage)) +
                                 " (load or convert the model to the profile's storage format)");
   if (options_.kv_fp32_gemm && gpu())
     throw std::invalid_argument("kvconf::engine::Context: kv_fp32_gemm (the fp32 K/V remedy) is for CPU profiles; '" +
@@ -87,8 +108,12 @@ Context::~Context() {
 
 // Copies get their own buffers (new addresses, mirrored afresh when used) and their own pin.
 Context::Context(const Context& other)
-    : model_(other.model_), kernels_(other.kernels_), options_(other.options_), cache_(other.cache_),
-      recompute_cache_(other.recompute_cache_), trace_(other.trace_) {
+    : model_(other.model_),
+      kernels_(other.kernels_),
+      options_(other.options_),
+      cache_(other.cache_),
+      recompute_cache_(other.recompute_cache_),
+      trace_(other.trace_) {
   if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
 }
 
@@ -96,8 +121,11 @@ Context::Context(const Context& other)
 // the moved-from context unpins when destroyed). The kernels are copied, not moved: that unpin reads their profile.
 Context::Context(Context&& other) noexcept
     // NOLINTNEXTLINE(performance-move-constructor-init)
-    : model_(other.model_), kernels_(other.kernels_), options_(std::move(other.options_)),
-      cache_(std::move(other.cache_)), recompute_cache_(std::move(other.recompute_cache_)),
+    : model_(other.model_),
+      kernels_(other.kernels_),
+      options_(std::move(other.options_)),
+      cache_(std::move(other.cache_)),
+      recompute_cache_(std::move(other.recompute_cache_)),
       trace_(std::move(other.trace_)) {
   if (gpu()) pin_gpu_weights(*model_, kernels_.profile);
 }
@@ -168,13 +196,15 @@ void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row
                                 std::to_string(row_end) + ") not filled in both caches (source " +
                                 std::to_string(src.n) + ", this " + std::to_string(cache_.n) + ")");
   if (layer != npos && layer >= L)
-    throw std::invalid_argument("kvconf::engine::Context::patch_cache: layer " + std::to_string(layer) + " >= " +
-                                std::to_string(L));
+    throw std::invalid_argument("kvconf::engine::Context::patch_cache: layer " + std::to_string(layer) +
+                                " >= " + std::to_string(L));
   const std::size_t kvd = cache_.kv_dim;
   for (std::size_t l = 0; l < L; ++l) {
     if (layer != npos && l != layer) continue;
-    std::copy(src.k[l].begin() + row_begin * kvd, src.k[l].begin() + row_end * kvd, cache_.k[l].begin() + row_begin * kvd);
-    std::copy(src.v[l].begin() + row_begin * kvd, src.v[l].begin() + row_end * kvd, cache_.v[l].begin() + row_begin * kvd);
+    std::copy(src.k[l].begin() + row_begin * kvd, src.k[l].begin() + row_end * kvd,
+              cache_.k[l].begin() + row_begin * kvd);
+    std::copy(src.v[l].begin() + row_begin * kvd, src.v[l].begin() + row_end * kvd,
+              cache_.v[l].begin() + row_begin * kvd);
     if (gpu()) {  // rows rewritten in place: the device mirrors must upload them again
       kernels::gpu_kv_rows_changed(cache_.k[l].data(), row_begin);
       kernels::gpu_kv_rows_changed(cache_.v[l].data(), row_begin);

@@ -115,18 +115,30 @@ const ForwardHooks& hooks(Fault f) {
   static const CacheStoreTowardZero cache_store_toward_zero;
   static const GqaModuloDecode gqa_modulo_decode;
   switch (f) {
-    case Fault::none: return plain_forward();
-    case Fault::window_recompute_only: return window_recompute_only;
-    case Fault::window_ignored: return window_ignored;
-    case Fault::attn_scale_head_dim: return attn_scale_head_dim;
-    case Fault::softcap_missing_decode: return softcap_missing_decode;
-    case Fault::rms_eps_ignored: return rms_eps_ignored;
-    case Fault::embed_scale_unrounded: return embed_scale_unrounded;
-    case Fault::rope_decode_off_by_one: return rope_decode_off_by_one;
-    case Fault::shifted_cache_row: return shifted_cache_row;
-    case Fault::final_softcap_missing_decode: return final_softcap_missing_decode;
-    case Fault::cache_store_toward_zero: return cache_store_toward_zero;
-    case Fault::gqa_modulo_decode: return gqa_modulo_decode;
+    case Fault::none:
+      return plain_forward();
+    case Fault::window_recompute_only:
+      return window_recompute_only;
+    case Fault::window_ignored:
+      return window_ignored;
+    case Fault::attn_scale_head_dim:
+      return attn_scale_head_dim;
+    case Fault::softcap_missing_decode:
+      return softcap_missing_decode;
+    case Fault::rms_eps_ignored:
+      return rms_eps_ignored;
+    case Fault::embed_scale_unrounded:
+      return embed_scale_unrounded;
+    case Fault::rope_decode_off_by_one:
+      return rope_decode_off_by_one;
+    case Fault::shifted_cache_row:
+      return shifted_cache_row;
+    case Fault::final_softcap_missing_decode:
+      return final_softcap_missing_decode;
+    case Fault::cache_store_toward_zero:
+      return cache_store_toward_zero;
+    case Fault::gqa_modulo_decode:
+      return gqa_modulo_decode;
   }
   throw std::invalid_argument("kvconf::engine: unknown fault " + std::to_string(static_cast<int>(f)));
 }

@@ -131,10 +131,10 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     LayerTrace lt;
     Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, hooks);
     patch_op(o, l, OpStage::attn_in, attn_in, n);
-    Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);   // (n, H, d)
+    Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);                                       // (n, H, d)
     const kernels::GemmKernel& kv_gemm = call.kv_fp32_gemm ? *call.kv_fp32_gemm : *k.gemm;  // fp32 K/V remedy
-    Vec kk = linear(kv_gemm, attn_in, w.wk, n, kvd, D);  // (n, KV, d)
-    Vec v = linear(kv_gemm, attn_in, w.wv, n, kvd, D);   // (n, KV, d)
+    Vec kk = linear(kv_gemm, attn_in, w.wk, n, kvd, D);                                     // (n, KV, d)
+    Vec v = linear(kv_gemm, attn_in, w.wv, n, kvd, D);                                      // (n, KV, d)
     if (o.capture_layers) lt.q = q, lt.k = kk, lt.v = v;
     ops::rope(f, c, q, c.n_heads, rope_positions);
     ops::rope(call.kv_fp32_gemm ? Format::fp32 : f, c, kk, c.n_kv_heads, rope_positions);
@@ -171,7 +171,7 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     Vec act(n * I), prod(n * I);
     ops::activation(f, c.act, gate, act);
     ops::mul(f, act, up, prod);
-    Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);    // (n, D)
+    Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);  // (n, D)
     patch_op(o, l, OpStage::down, down, n);
     Vec down_normed;
     if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, hooks);
@@ -182,7 +182,8 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
       if (p.layer != l) continue;
       if (p.row.size() != D)
         throw std::invalid_argument("kvconf::engine: residual patch for layer " + std::to_string(l) + " has " +
-                                    std::to_string(p.row.size()) + " values (expected hidden = " + std::to_string(D) + ")");
+                                    std::to_string(p.row.size()) + " values (expected hidden = " + std::to_string(D) +
+                                    ")");
       std::copy(p.row.begin(), p.row.end(), x_out.begin() + (n - 1) * D);
     }
     if (o.capture_layers) {

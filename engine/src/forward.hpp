@@ -11,9 +11,9 @@
 namespace kvconf::engine {
 
 struct ForwardCall {
-  std::span<const int> tokens;  // the call's rows, at absolute positions cache.n ...
-  bool cached_path = false;     // true for prefill/decode, false for the cache-OFF recompute
-  const ForwardHooks* hooks = &plain_forward();  // the model's variation points (a planted fault: faults.hpp)
+  std::span<const int> tokens;                        // the call's rows, at absolute positions cache.n ...
+  bool cached_path = false;                           // true for prefill/decode, false for the cache-OFF recompute
+  const ForwardHooks* hooks = &plain_forward();       // the model's variation points (a planted fault: faults.hpp)
   const kernels::GemmKernel* kv_fp32_gemm = nullptr;  // ContextOptions::kv_fp32_gemm (the high-precision cache)
 };
 

@@ -32,9 +32,9 @@ class ForwardHooks {
   virtual void after_cache_store(std::vector<float>& /*side*/, std::size_t /*begin*/, std::size_t /*end*/,
                                  Format /*fmt*/, bool /*decode*/) const {}
   // Runs the attention kernel: out = attention(q, kc, vc).
-  virtual void attention(const kernels::AttentionKernel& ak, const kernels::AttentionCall& a, const std::vector<float>& q,
-                         const std::vector<float>& kc, const std::vector<float>& vc, std::vector<float>& out,
-                         bool /*decode*/) const {
+  virtual void attention(const kernels::AttentionKernel& ak, const kernels::AttentionCall& a,
+                         const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+                         std::vector<float>& out, bool /*decode*/) const {
     ak.run(a, q, kc, vc, out);
   }
   // Whether the final logit softcap applies.

@@ -20,9 +20,12 @@ GenerateResult run(Context& ctx, std::span<const int> prompt, CacheMode mode, st
   std::vector<int> seq(prompt.begin(), prompt.end());
   std::vector<float> logits;
   for (std::size_t t = 0; t < steps; ++t) {
-    if (mode == CacheMode::off) logits = ctx.recompute(seq, o.forward);
-    else if (t == 0) logits = ctx.prefill(seq, o.forward);
-    else logits = ctx.decode(seq.back(), o.forward);
+    if (mode == CacheMode::off)
+      logits = ctx.recompute(seq, o.forward);
+    else if (t == 0)
+      logits = ctx.prefill(seq, o.forward);
+    else
+      logits = ctx.decode(seq.back(), o.forward);
     const int tok = sample(o.sampler, logits, step_draw(o.sampler.seed, t));
     res.tokens.push_back(tok);
     if (o.keep_logits) res.logits.push_back(logits);

@@ -19,7 +19,8 @@ Model load_llama2c(const std::filesystem::path& bin, Format storage) {
   if (!in.read(reinterpret_cast<char*>(hdr), sizeof hdr))
     fail(file, "header", "file is " + std::to_string(actual) + " bytes, shorter than the 28-byte header");
   // run.c Config: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len.
-  static const char* const names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+  static const char* const names[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                                       "n_kv_heads", "vocab_size", "seq_len"};
   for (int i = 0; i < 7; ++i)
     if (hdr[i] == 0 || (hdr[i] < 0 && i != 5))
       fail(file, std::string("header.") + names[i], "must be positive, got " + std::to_string(hdr[i]));
@@ -27,7 +28,8 @@ Model load_llama2c(const std::filesystem::path& bin, Format storage) {
                     seq_len = hdr[6];
   const bool shared = hdr[5] > 0;  // run.c: a negative vocab_size means an unshared classifier (wcls) follows
   const std::size_t vocab = static_cast<std::size_t>(std::abs(static_cast<std::int64_t>(hdr[5])));
-  if (dim % n_heads != 0) fail(file, "header.n_heads", std::to_string(n_heads) + " does not divide dim " + std::to_string(dim));
+  if (dim % n_heads != 0)
+    fail(file, "header.n_heads", std::to_string(n_heads) + " does not divide dim " + std::to_string(dim));
   if (n_heads % n_kv != 0)
     fail(file, "header.n_kv_heads", std::to_string(n_kv) + " does not divide n_heads " + std::to_string(n_heads));
   const std::size_t head = dim / n_heads, kv_dim = n_kv * head;
@@ -62,15 +64,18 @@ Model load_llama2c(const std::filesystem::path& bin, Format storage) {
   const std::size_t rope = 2 * (seq_len * head / 2);
   const auto count = [&](auto zero) {
     using T = decltype(zero);
-    const T d = static_cast<T>(dim), hd = static_cast<T>(hidden_dim), kv = static_cast<T>(kv_dim), v = static_cast<T>(vocab);
+    const T d = static_cast<T>(dim), hd = static_cast<T>(hidden_dim), kv = static_cast<T>(kv_dim),
+            v = static_cast<T>(vocab);
     const T per_layer = 2 * d + d * d + 2 * kv * d + d * d + 3 * hd * d;
-    return sizeof hdr + 4 * (v * d + static_cast<T>(n_layers) * per_layer + d +
-                             static_cast<T>(rope) + (shared ? 0 : v * d));
+    return sizeof hdr +
+           4 * (v * d + static_cast<T>(n_layers) * per_layer + d + static_cast<T>(rope) + (shared ? 0 : v * d));
   };
   const long double expected = count(0.0L);
   if (static_cast<long double>(actual) != expected)
-    fail(file, "", "size " + std::to_string(actual) + " bytes (expected " + std::to_string(static_cast<std::uintmax_t>(std::min(expected, 0x1p63L))) +
-                       " for this header" + (static_cast<long double>(actual) < expected ? ": truncated)" : ")"));
+    fail(file, "",
+         "size " + std::to_string(actual) + " bytes (expected " +
+             std::to_string(static_cast<std::uintmax_t>(std::min(expected, 0x1p63L))) + " for this header" +
+             (static_cast<long double>(actual) < expected ? ": truncated)" : ")"));
 
   const auto read = [&](std::size_t n) {
     std::vector<float> v(n);

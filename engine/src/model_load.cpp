@@ -56,7 +56,8 @@ void round_weights(std::vector<float>& v, Format storage, const std::string& fil
     const float r = kernels::round_float(storage, src);
     if (!std::isfinite(r))
       fail(file, tensor,
-           "element " + std::to_string(i) + " = " + std::to_string(src) + " is not finite in " + std::string(name(storage)));
+           "element " + std::to_string(i) + " = " + std::to_string(src) + " is not finite in " +
+               std::string(name(storage)));
     v[i] = r;
   }
 }
@@ -103,7 +104,8 @@ void validate(const Model& m) {
   validate(m.config);
   const std::string file = m.source.empty() ? m.config.source : m.source;
   if (m.layers.size() != m.config.n_layers)
-    fail(file, "layers", std::to_string(m.layers.size()) + " layers (expected " + std::to_string(m.config.n_layers) + ")");
+    fail(file, "layers",
+         std::to_string(m.layers.size()) + " layers (expected " + std::to_string(m.config.n_layers) + ")");
   for_each_weight(m, [&](const std::string& tensor, const std::vector<float>& v, std::size_t numel) {
     if (v.size() != numel)
       fail(file, tensor, std::to_string(v.size()) + " values (expected " + std::to_string(numel) + ")");
@@ -130,7 +132,8 @@ Model load_model(const std::filesystem::path& path, Format storage) {
     return load_hf(path, storage);
   }
   if (path.extension() == ".bin") return load_llama2c(path, storage);
-  if (path.filename() == "config.json") return load_hf(path.parent_path().empty() ? fs::path(".") : path.parent_path(), storage);
+  if (path.filename() == "config.json")
+    return load_hf(path.parent_path().empty() ? fs::path(".") : path.parent_path(), storage);
   fail(path.string(), "", "not a checkpoint folder, a config.json or a llama2.c .bin file");
 }
 

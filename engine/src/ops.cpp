@@ -70,7 +70,8 @@ RopeRow rope_row(Format f, double theta, std::size_t d, std::size_t pos) {
   return r;
 }
 
-void rope(Format f, const ModelConfig& c, std::span<float> x, std::size_t heads, std::span<const std::size_t> positions) {
+void rope(Format f, const ModelConfig& c, std::span<float> x, std::size_t heads,
+          std::span<const std::size_t> positions) {
   const std::size_t d = c.head_dim, h = d / 2, rows = positions.size();
   if (x.size() != rows * heads * d) throw std::invalid_argument("kvconf::engine::ops::rope: x is not (rows, heads, d)");
   for (std::size_t r = 0; r < rows; ++r) {

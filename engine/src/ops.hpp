@@ -13,7 +13,7 @@ namespace kvconf::engine::ops {
 
 void add(Format f, std::span<const float> a, std::span<const float> b, std::span<float> out);  // fl(a + b)
 void mul(Format f, std::span<const float> a, std::span<const float> b, std::span<float> out);  // fl(a · b)
-void scale(Format f, std::span<float> x, float s);                                            // x ← fl(x · s)
+void scale(Format f, std::span<float> x, float s);                                             // x ← fl(x · s)
 // SiLU: fl(x / (1 + exp(−x))) (PyTorch silu); GELU tanh: fl(0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))))
 // (gelu(approximate='tanh'), HF "gelu_pytorch_tanh"), the inner expression in fp32.
 void activation(Format f, Activation a, std::span<const float> x, std::span<float> out);
@@ -32,6 +32,7 @@ RopeRow rope_row(Format f, double theta, std::size_t d, std::size_t pos);
 // HF layout (rotate_half): pair (i, i + d/2), out_i = fl(fl(x_i·c_i) + fl(−x_{i+d/2}·s_i)),
 // out_{i+d/2} = fl(fl(x_{i+d/2}·c_i) + fl(x_i·s_i)). Interleaved (llama2.c): pair (2i, 2i + 1),
 // out_2i = fl(fl(v0·c) − fl(v1·s)), out_2i+1 = fl(fl(v0·s) + fl(v1·c)).
-void rope(Format f, const ModelConfig& c, std::span<float> x, std::size_t heads, std::span<const std::size_t> positions);
+void rope(Format f, const ModelConfig& c, std::span<float> x, std::size_t heads,
+          std::span<const std::size_t> positions);
 
 }  // namespace kvconf::engine::ops

@@ -53,8 +53,8 @@ const kernels::Registry& gpu_fallback_registry() {
 
 const std::vector<Profile>& builtin_profiles() {
   static const std::vector<Profile> profiles = {
-      make("fp32", Format::fp32, "cpu.gemm.g3.f32", "cpu.attn.a6_eager.f32", "cpu.attn.a6_eager.f32",
-           "cpu.norm.r1.f32", false,
+      make("fp32", Format::fp32, "cpu.gemm.g3.f32", "cpu.attn.a6_eager.f32", "cpu.attn.a6_eager.f32", "cpu.norm.r1.f32",
+           false,
            "fp32 weights and activations with the shape-dependent kernels of fp16-eager (GEMV at M = 1, tiled GEMM "
            "at M = n; eager attention; R1 norm): the seed paper's FP32 falsification run"),
       make("fp16-eager", Format::fp16, "cpu.gemm.g3.f16.acc32", "cpu.attn.a6_eager.f16", "cpu.attn.a6_eager.f16",
@@ -80,10 +80,11 @@ const std::vector<Profile>& builtin_profiles() {
 // a copy; R1's fp32 row reduction is what torch's CUDA RMSNorm computes up to its reduction order (docs/GPU.md).
 const std::vector<Profile>& gpu_profiles() {
   static const std::vector<Profile> profiles = {
-      gpu(make("cuda-fp16", Format::fp16, "cuda.gemm.cublas.f16.acc32", "cuda.attn.flash2.f16", "cuda.attn.splitkv.f16",
-               "cpu.norm.r1.f16", false,
-               "fp16 on a CUDA device: cuBLAS GEMMs with fp32 compute (cublasGemmEx, M = 1 and M = n as the engine "
-               "calls them), FlashAttention-2-style prefill and split-KV decode CUDA kernels, PyTorch RMSNorm (CPU R1)")),
+      gpu(make(
+          "cuda-fp16", Format::fp16, "cuda.gemm.cublas.f16.acc32", "cuda.attn.flash2.f16", "cuda.attn.splitkv.f16",
+          "cpu.norm.r1.f16", false,
+          "fp16 on a CUDA device: cuBLAS GEMMs with fp32 compute (cublasGemmEx, M = 1 and M = n as the engine "
+          "calls them), FlashAttention-2-style prefill and split-KV decode CUDA kernels, PyTorch RMSNorm (CPU R1)")),
       gpu(make("cuda-fp32", Format::fp32, "cuda.gemm.cublas.f32", "cuda.attn.flash2.f32", "cuda.attn.splitkv.f32",
                "cpu.norm.r1.f32", false,
                "cuda-fp16's kernels in fp32 (cuBLAS SGEMM, fp32 attention): the falsification run on the GPU")),
@@ -146,8 +147,9 @@ ProfileKernels resolve(const Profile& p, const kernels::Registry& given) {
   };
   auto mismatch = [&](const std::string& name, Format in, Format out) {
     if (in != p.storage || out != p.storage)
-      throw std::invalid_argument("profile '" + p.name + "': kernel '" + name + "' takes " + std::string(kvconf::name(in)) +
-                                  " and gives " + std::string(kvconf::name(out)) + " (expected " + std::string(kvconf::name(p.storage)) + ")");
+      throw std::invalid_argument("profile '" + p.name + "': kernel '" + name + "' takes " +
+                                  std::string(kvconf::name(in)) + " and gives " + std::string(kvconf::name(out)) +
+                                  " (expected " + std::string(kvconf::name(p.storage)) + ")");
   };
   if (!(k.gemm = lookup([&](const kernels::Registry& x) { return x.find_gemm(p.gemm); })))
     throw missing("gemm", p.gemm);
@@ -155,7 +157,8 @@ ProfileKernels resolve(const Profile& p, const kernels::Registry& given) {
     throw missing("prefill attention", p.attn_prefill);
   if (!(k.attn_decode = lookup([&](const kernels::Registry& x) { return x.find_attention(p.attn_decode); })))
     throw missing("decode attention", p.attn_decode);
-  if (!(k.norm = lookup([&](const kernels::Registry& x) { return x.find_norm(p.norm); }))) throw missing("norm", p.norm);
+  if (!(k.norm = lookup([&](const kernels::Registry& x) { return x.find_norm(p.norm); })))
+    throw missing("norm", p.norm);
   mismatch(p.gemm, k.gemm->info.in, k.gemm->info.out);
   mismatch(p.attn_prefill, k.attn_prefill->info.in, k.attn_prefill->info.out);
   mismatch(p.attn_decode, k.attn_decode->info.in, k.attn_decode->info.out);

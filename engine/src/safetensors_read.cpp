@@ -20,13 +20,17 @@
 
 namespace kvconf::engine {
 
-static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; big-endian hosts unsupported");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; big-endian hosts unsupported");
 
 const char* dtype_name(Dtype d) {
   switch (d) {
-    case Dtype::f16: return "F16";
-    case Dtype::bf16: return "BF16";
-    case Dtype::f32: return "F32";
+    case Dtype::f16:
+      return "F16";
+    case Dtype::bf16:
+      return "BF16";
+    case Dtype::f32:
+      return "F32";
   }
   return "?";
 }
@@ -74,7 +78,8 @@ std::vector<float> TensorView::to_float() const {
       for (std::size_t i = 0; i < n; ++i) out[i] = half_to_float(load16(p + 2 * i));
       break;
     case Dtype::bf16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(load16(p + 2 * i)) << 16);
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(load16(p + 2 * i)) << 16);
       break;
   }
   return out;
@@ -118,8 +123,9 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
   std::uint64_t n_header = 0;
   std::memcpy(&n_header, base, 8);
   if (n_header > size - 8)
-    fail(file, "header", "header length " + std::to_string(n_header) + " runs past the end of the file (" +
-                             std::to_string(size) + " bytes)");
+    fail(file, "header",
+         "header length " + std::to_string(n_header) + " runs past the end of the file (" + std::to_string(size) +
+             " bytes)");
   const std::string_view text(reinterpret_cast<const char*>(base + 8), static_cast<std::size_t>(n_header));
   json h;
   try {
@@ -152,10 +158,14 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
     v.name = name;
     if (!t.contains("dtype") || !t["dtype"].is_string()) fail(file, name, "missing or non-string dtype");
     const std::string dt = t["dtype"].get<std::string>();
-    if (dt == "F16") v.dtype = Dtype::f16;
-    else if (dt == "BF16") v.dtype = Dtype::bf16;
-    else if (dt == "F32") v.dtype = Dtype::f32;
-    else fail(file, name, "dtype " + dt + " not supported (expected F16, BF16 or F32)");
+    if (dt == "F16")
+      v.dtype = Dtype::f16;
+    else if (dt == "BF16")
+      v.dtype = Dtype::bf16;
+    else if (dt == "F32")
+      v.dtype = Dtype::f32;
+    else
+      fail(file, name, "dtype " + dt + " not supported (expected F16, BF16 or F32)");
 
     if (!t.contains("shape") || !t["shape"].is_array()) fail(file, name, "missing or non-list shape");
     std::size_t numel = 1;
@@ -175,8 +185,9 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
     const auto end = off[1].get<std::size_t>();
     if (begin > end) fail(file, name, "data_offsets " + off.dump() + " has begin > end");
     if (end - begin != nbytes)
-      fail(file, name, "data_offsets " + off.dump() + " span " + std::to_string(end - begin) + " bytes but shape " +
-                           t["shape"].dump() + " of " + dt + " needs " + std::to_string(nbytes));
+      fail(file, name,
+           "data_offsets " + off.dump() + " span " + std::to_string(end - begin) + " bytes but shape " +
+               t["shape"].dump() + " of " + dt + " needs " + std::to_string(nbytes));
     max_end = std::max(max_end, end);
     ranges.push_back({begin, end, nullptr});
     auto [it, inserted] = f->tensors_.emplace(name, std::move(v));
@@ -184,20 +195,20 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
   }
 
   if (max_end > data_size)
-    fail(file, "", "truncated: header needs " + std::to_string(data_start + max_end) + " bytes, file has " +
-                       std::to_string(size));
+    fail(
+        file, "",
+        "truncated: header needs " + std::to_string(data_start + max_end) + " bytes, file has " + std::to_string(size));
   if (max_end < data_size)
     fail(file, "", "trailing garbage: " + std::to_string(data_size - max_end) + " bytes after the last tensor");
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   const Range* reach = nullptr;  // the range reaching furthest so far
   for (const Range& b : ranges) {
     if (b.begin == b.end) continue;  // empty tensors occupy no bytes
     if (reach != nullptr && b.begin < reach->end)
-      fail(file, *b.name, "data overlaps tensor " + *reach->name + " ([" + std::to_string(b.begin) + ", " +
-                              std::to_string(b.end) + ") vs [" + std::to_string(reach->begin) + ", " +
-                              std::to_string(reach->end) + "))");
+      fail(file, *b.name,
+           "data overlaps tensor " + *reach->name + " ([" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
+               ") vs [" + std::to_string(reach->begin) + ", " + std::to_string(reach->end) + "))");
     if (reach == nullptr || b.end > reach->end) reach = &b;
   }
   for (auto& [name, v] : f->tensors_) {

@@ -21,7 +21,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   std::set<std::string> seen;
   std::size_t offset = 0;
   for (const TensorData& t : tensors) {
-    if (t.name == "__metadata__") throw std::invalid_argument("write_safetensors: tensor name __metadata__ is reserved");
+    if (t.name == "__metadata__")
+      throw std::invalid_argument("write_safetensors: tensor name __metadata__ is reserved");
     if (!seen.insert(t.name).second) throw std::invalid_argument("write_safetensors: tensor name repeats: " + t.name);
     std::size_t numel = 1;
     for (std::size_t s : t.shape) numel *= s;
@@ -47,8 +48,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
         const auto b = std::bit_cast<std::uint32_t>(x);
         out.append(reinterpret_cast<const char*>(&b), 4);
       } else {
-        const auto b = static_cast<std::uint16_t>(encode(t.dtype == Dtype::f16 ? Format::fp16 : Format::bf16,
-                                                          static_cast<double>(x)));
+        const auto b = static_cast<std::uint16_t>(
+            encode(t.dtype == Dtype::f16 ? Format::fp16 : Format::bf16, static_cast<double>(x)));
         out.append(reinterpret_cast<const char*>(&b), 2);
       }
     }

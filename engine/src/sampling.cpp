@@ -44,18 +44,24 @@ void check(const Sampler& s, std::span<const float> logits) {
 
 const char* strategy_key(Strategy s) {
   switch (s) {
-    case Strategy::greedy: return "greedy";
-    case Strategy::top_k: return "topk";
-    case Strategy::top_p: return "topp";
+    case Strategy::greedy:
+      return "greedy";
+    case Strategy::top_k:
+      return "topk";
+    case Strategy::top_p:
+      return "topp";
   }
   return "?";
 }
 
 std::string Sampler::name() const {
   switch (strategy) {
-    case Strategy::greedy: return "greedy";
-    case Strategy::top_k: return "topk" + std::to_string(top_k) + "_t" + num(temperature);
-    case Strategy::top_p: return "topp" + num(top_p) + "_t" + num(temperature);
+    case Strategy::greedy:
+      return "greedy";
+    case Strategy::top_k:
+      return "topk" + std::to_string(top_k) + "_t" + num(temperature);
+    case Strategy::top_p:
+      return "topp" + num(top_p) + "_t" + num(temperature);
   }
   return "?";
 }

@@ -9,8 +9,8 @@
 
 /* Planted bugs for the wrong-kernel library (libkvconf_example_wrong.so); all zero in the correct plugin. */
 struct ex_variant {
-  int gemm_acc_fp16;        /* GEMM: round the running sum to fp16 after every addition */
-  int attn_drop_last_row;   /* attention: decode calls (n_q = 1) never read cache row n_kv − 1 (the newest K/V) */
+  int gemm_acc_fp16;      /* GEMM: round the running sum to fp16 after every addition */
+  int attn_drop_last_row; /* attention: decode calls (n_q = 1) never read cache row n_kv − 1 (the newest K/V) */
 };
 
 /* 0 when t is a CPU tensor of `ndim` dimensions, compact row-major; else 1 with a message in err. */

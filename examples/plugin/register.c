@@ -4,8 +4,8 @@
  * cache row), which the conformance checks must catch (tests/plugin/plugin_example_test.cpp). */
 #include "example_kernels.h"
 
-#define EX_KERNEL(NAME, KIND, IN, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS)                          \
-  {NAME, KIND, IN, KVCONF_FP32, OUT, 0, 1, 0, MIRRORS, (void*)(VAR), GEMM, NULL, NORM, NULL, ATTN, ATTN_SUPPORTS}
+#define EX_KERNEL(NAME, KIND, IN, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS) \
+  { NAME, KIND, IN, KVCONF_FP32, OUT, 0, 1, 0, MIRRORS, (void*)(VAR), GEMM, NULL, NORM, NULL, ATTN, ATTN_SUPPORTS }
 
 #if !defined(KVCONF_EXAMPLE_WRONG)
 static struct ex_variant correct = {0, 0};
@@ -18,10 +18,10 @@ static const struct kvconf_kernel_desc kernels[] = {
               "example: HF RMSNorm in fp32"),
     EX_KERNEL("norm.bf16", KVCONF_KIND_NORM, KVCONF_BF16, KVCONF_BF16, &correct, NULL, ex_norm, NULL, NULL,
               "example: HF RMSNorm, bf16 in/out"),
-    EX_KERNEL("attn.two_pass.f32", KVCONF_KIND_ATTENTION, KVCONF_FP32, KVCONF_FP32, &correct, NULL, NULL,
-              ex_attention, ex_attention_supports, "example: two-pass softmax attention in fp32"),
-    EX_KERNEL("attn.two_pass.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP16, &correct, NULL, NULL,
-              ex_attention, ex_attention_supports, "example: two-pass softmax attention, fp16 in/out"),
+    EX_KERNEL("attn.two_pass.f32", KVCONF_KIND_ATTENTION, KVCONF_FP32, KVCONF_FP32, &correct, NULL, NULL, ex_attention,
+              ex_attention_supports, "example: two-pass softmax attention in fp32"),
+    EX_KERNEL("attn.two_pass.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP16, &correct, NULL, NULL, ex_attention,
+              ex_attention_supports, "example: two-pass softmax attention, fp16 in/out"),
 };
 #else
 static struct ex_variant acc16 = {1, 0};
@@ -36,7 +36,8 @@ static const struct kvconf_kernel_desc kernels[] = {
 
 KVCONF_PLUGIN_EXPORT uint32_t kvconf_plugin_abi_version(void) { return KVCONF_PLUGIN_ABI_VERSION; }
 
-KVCONF_PLUGIN_EXPORT int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out, char* err, size_t err_size) {
+KVCONF_PLUGIN_EXPORT int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out, char* err,
+                                                size_t err_size) {
   if (host->abi_version != KVCONF_PLUGIN_ABI_VERSION) {
     snprintf(err, err_size, "built for ABI %u, host speaks %u", KVCONF_PLUGIN_ABI_VERSION, host->abi_version);
     return 1;

@@ -74,8 +74,9 @@ struct Reader {
 json to_json(const Baseline& b) {
   const Provenance& p = b.provenance;
   json j;
-  j["provenance"] = {{"schema", p.schema},   {"kvconf_version", p.kvconf_version}, {"profile", p.profile},
-                     {"seed", p.seed},       {"date", p.date},                     {"command", p.command}};
+  j["provenance"] = {{"schema", p.schema},   {"kvconf_version", p.kvconf_version},
+                     {"profile", p.profile}, {"seed", p.seed},
+                     {"date", p.date},       {"command", p.command}};
   j["band"] = {{"error_rel", b.band.error_rel}, {"deterministic", b.band.deterministic}};
   j["tokens"] = json::array();
   for (const TokenRun& t : b.tokens)
@@ -105,8 +106,8 @@ Baseline baseline_from_json(const json& j, const std::string& file) {
   const json& p = r.at(j, "", "provenance");
   b.provenance.schema = r.str(p, "provenance", "schema");
   if (b.provenance.schema != kSchema)
-    r.bad("provenance.schema", std::string("\"") + kSchema + "\" (this build's version), found \"" +
-                                   b.provenance.schema + "\"");
+    r.bad("provenance.schema",
+          std::string("\"") + kSchema + "\" (this build's version), found \"" + b.provenance.schema + "\"");
   b.provenance.kvconf_version = r.str(p, "provenance", "kvconf_version");
   b.provenance.profile = r.str(p, "provenance", "profile");
   b.provenance.seed = r.uint(p, "provenance", "seed");

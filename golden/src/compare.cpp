@@ -47,8 +47,7 @@ void compare_tokens(const std::string& key, const std::string& field, const std:
   for (std::size_t i = 0; i < old_t.size(); ++i)
     if (old_t[i] != new_t[i]) {
       // The first differing step names the change; the whole sequences follow so it can be read in one line.
-      out.push_back({key, field + "[" + std::to_string(i) + "]",
-                     std::to_string(old_t[i]) + " of " + tokens_str(old_t),
+      out.push_back({key, field + "[" + std::to_string(i) + "]", std::to_string(old_t[i]) + " of " + tokens_str(old_t),
                      std::to_string(new_t[i]) + " of " + tokens_str(new_t)});
       return;
     }
@@ -139,8 +138,8 @@ std::vector<Change> compare(const KernelStat& g, const KernelCaseRecord& now, co
   } else if (g.on_off_differing) {
     // How many elements differ between the paths is deterministic on CPU; a GPU band lets it move.
     if (band.deterministic && *g.on_off_differing != *n.on_off_differing)
-      out.push_back({g.key, "on_off.differing", std::to_string(*g.on_off_differing),
-                     std::to_string(*n.on_off_differing)});
+      out.push_back(
+          {g.key, "on_off.differing", std::to_string(*g.on_off_differing), std::to_string(*n.on_off_differing)});
     compare_num(g.key, "on_off.max_ulp", *g.on_off_max_ulp, *n.on_off_max_ulp, rel, out);
   }
   return out;

@@ -59,7 +59,8 @@ struct kvconf_attention_params {
 };
 
 /* RMSNorm parameters: r = 1/sqrt(mean(x²) + eps) in fp32, h = x·r in fp32; Llama (one_plus_weight 0):
- * y = fl_out(w · fl_out(h)); Gemma (one_plus_weight 1): y = fl_out(h · (1 + w)) with (1 + w) and the product in fp32. */
+ * y = fl_out(w · fl_out(h)); Gemma (one_plus_weight 1): y = fl_out(h · (1 + w)) with (1 + w) and the product in fp32.
+ */
 struct kvconf_norm_params {
   float eps;
   int32_t one_plus_weight;
@@ -87,18 +88,18 @@ typedef int (*kvconf_attention_fn)(void* user, const DLTensor* q, const DLTensor
 /* One kernel. Exactly the function pointers of its kind are read; run is required, supports optional (NULL: every
  * call is supported). Strings are NUL-terminated and must stay valid while the library is loaded. */
 struct kvconf_kernel_desc {
-  const char* name;       /* [A-Za-z0-9_.-]{1,64}, unique in the plugin; registered as plugin.<lib>.<name> */
-  int32_t kind;           /* enum kvconf_kernel_kind */
-  int32_t in;             /* enum kvconf_format of the inputs (x and w; q, k_cache and v_cache) */
-  int32_t acc;            /* enum kvconf_format of the reductions' accumulator; must be KVCONF_FP32 in version 1 */
-  int32_t out;            /* enum kvconf_format of the output */
-  int32_t cache_invariant;/* 1: claims decode and prefill outputs are bitwise equal (independent of rows in the
-                             call, cache capacity and chunking); checked bitwise */
-  int32_t deterministic;  /* 1: claims the same inputs give the same bits run to run */
-  uint32_t exp_error_ulps;/* attention: fp32 ulps of error of the exp it uses; 0 = correctly rounded (charged 1);
-                            e^x below 2^-125 may also be flushed to 0 */
-  const char* mirrors;    /* optional (NULL): the real kernel this stands for, shown in reports */
-  void* user;             /* passed back to run and supports */
+  const char* name;        /* [A-Za-z0-9_.-]{1,64}, unique in the plugin; registered as plugin.<lib>.<name> */
+  int32_t kind;            /* enum kvconf_kernel_kind */
+  int32_t in;              /* enum kvconf_format of the inputs (x and w; q, k_cache and v_cache) */
+  int32_t acc;             /* enum kvconf_format of the reductions' accumulator; must be KVCONF_FP32 in version 1 */
+  int32_t out;             /* enum kvconf_format of the output */
+  int32_t cache_invariant; /* 1: claims decode and prefill outputs are bitwise equal (independent of rows in the
+                              call, cache capacity and chunking); checked bitwise */
+  int32_t deterministic;   /* 1: claims the same inputs give the same bits run to run */
+  uint32_t exp_error_ulps; /* attention: fp32 ulps of error of the exp it uses; 0 = correctly rounded (charged 1);
+                             e^x below 2^-125 may also be flushed to 0 */
+  const char* mirrors;     /* optional (NULL): the real kernel this stands for, shown in reports */
+  void* user;              /* passed back to run and supports */
   kvconf_gemm_fn gemm_run, gemm_supports;
   kvconf_norm_fn norm_run, norm_supports;
   kvconf_attention_fn attention_run, attention_supports;

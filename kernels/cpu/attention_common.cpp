@@ -11,8 +11,7 @@
 
 namespace kvconf::kernels::cpu::attn {
 
-Dims check_call(const char* who, const AttentionCall& c, std::size_t q, std::size_t k, std::size_t v,
-                std::size_t out) {
+Dims check_call(const char* who, const AttentionCall& c, std::size_t q, std::size_t k, std::size_t v, std::size_t out) {
   if (const Reason r = shape_reason(c)) throw std::invalid_argument(std::string(who) + ": " + *r);
   const ref::AttentionShape& s = c.shape;
   Dims d;
@@ -40,8 +39,8 @@ Reason shape_reason(const AttentionCall& c) {
   const ref::AttentionShape& s = c.shape;
   if (s.d < 1 || s.d_v < 1) return "head dims d and d_v must be >= 1";
   if (s.n_heads < 1 || s.n_kv_heads < 1 || s.n_heads % s.n_kv_heads != 0)
-    return "n_heads = " + std::to_string(s.n_heads) + " must be a positive multiple of n_kv_heads = " +
-           std::to_string(s.n_kv_heads);
+    return "n_heads = " + std::to_string(s.n_heads) +
+           " must be a positive multiple of n_kv_heads = " + std::to_string(s.n_kv_heads);
   if (c.capacity != 0 && c.capacity < s.n_kv)
     return "capacity " + std::to_string(c.capacity) + " is below n_kv = " + std::to_string(s.n_kv);
   if (c.params.q_offset < 0 || c.params.window < 0) return "q_offset and window must be >= 0";
@@ -70,7 +69,8 @@ KeyRange visible_keys(const ref::AttentionParams& p, std::size_t n_kv, std::size
 
 void round_n(Format f, float* x, std::size_t n) {
   switch (f) {
-    case Format::fp32: return;
+    case Format::fp32:
+      return;
     case Format::fp16: {
       std::size_t i = 0;
 #if defined(KVCONF_HAVE_F16C)
@@ -85,7 +85,8 @@ void round_n(Format f, float* x, std::size_t n) {
     case Format::bf16:
       for (std::size_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
       return;
-    default: throw std::invalid_argument("kvconf attention: formats are fp16, bf16 or fp32");
+    default:
+      throw std::invalid_argument("kvconf attention: formats are fp16, bf16 or fp32");
   }
 }
 
@@ -174,10 +175,14 @@ ref::AttentionPipeline base_pipeline(Format f) {
 
 std::string fmt_suffix(Format f) {
   switch (f) {
-    case Format::fp16: return "f16";
-    case Format::bf16: return "bf16";
-    case Format::fp32: return "f32";
-    default: throw std::invalid_argument("kvconf attention: formats are fp16, bf16 or fp32");
+    case Format::fp16:
+      return "f16";
+    case Format::bf16:
+      return "bf16";
+    case Format::fp32:
+      return "f32";
+    default:
+      throw std::invalid_argument("kvconf attention: formats are fp16, bf16 or fp32");
   }
 }
 

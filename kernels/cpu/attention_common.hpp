@@ -25,8 +25,7 @@ struct Dims {
 
 // Checks the call against the spans (throws std::invalid_argument naming `who`); returns its dims.
 // q: (n_q, heads, d), k: (cap, kv_heads, d), v: (cap, kv_heads, dv), out: (n_q, heads, dv).
-Dims check_call(const char* who, const AttentionCall& c, std::size_t q, std::size_t k, std::size_t v,
-                std::size_t out);
+Dims check_call(const char* who, const AttentionCall& c, std::size_t q, std::size_t k, std::size_t v, std::size_t out);
 
 // Reasons shared by every attention kernel (malformed shapes become reasons so suites skip, not crash).
 Reason shape_reason(const AttentionCall& c);
@@ -81,12 +80,12 @@ void scale_scores(float* s, std::size_t n, float scale, float softcap);
 // acc[c] = fma(p, v, acc[c]) over the block's keys in ascending order. At the end l = (l0 + l2) + (l1 + l3)
 // (the quad all-reduce, xor 2 then xor 1).
 struct FlashArgs {
-  const KeysT* kt = nullptr;         // K of the row's KV head, transposed
-  const float* v = nullptr;          // v_cache + g·dv: row j at v + j·v_stride
-  std::size_t v_stride = 0;          // kv_heads·dv
+  const KeysT* kt = nullptr;  // K of the row's KV head, transposed
+  const float* v = nullptr;   // v_cache + g·dv: row j at v + j·v_stride
+  std::size_t v_stride = 0;   // kv_heads·dv
   std::size_t d = 0, dv = 0, bc = 64;
   float scale = 1.0f, softcap = 0.0f;
-  std::optional<Format> p_cast;      // weights rounded to this before PV (nullopt: fp32 kernel)
+  std::optional<Format> p_cast;  // weights rounded to this before PV (nullopt: fp32 kernel)
 };
 
 // The FlashArgs of a call with KV blocks of bc keys (kt and v are set per KV head by the caller).
@@ -119,7 +118,9 @@ struct FlashResult {
 FlashResult flash_row(const FlashArgs& a, const float* q_row, KeyRange keys, float* acc, FlashScratch& sc);
 
 // Number of bc-blocks intersecting [lo, hi) (0 when empty).
-inline std::size_t blocks_touched(KeyRange r, std::size_t bc) { return r.empty() ? 0 : (r.hi - 1) / bc - r.lo / bc + 1; }
+inline std::size_t blocks_touched(KeyRange r, std::size_t bc) {
+  return r.empty() ? 0 : (r.hi - 1) / bc - r.lo / bc + 1;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Split-KV combine (FA2 combine_attn_seqk_parallel, notes §2.2), used by A2 and A7. Each non-empty split s

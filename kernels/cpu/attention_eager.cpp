@@ -38,14 +38,14 @@ float warp_row_sum(const float* e, KeyRange keys) {
   return lane[0];
 }
 
-void run_eager(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
-               std::span<const float> k, std::span<const float> v, std::span<float> out) {
+void run_eager(const char* who, Format f, const AttentionCall& c, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
   const float scale = static_cast<float>(c.params.scale);
   const float cap = static_cast<float>(c.params.softcap);
   const std::size_t v_stride = D.kv_heads * D.dv;
   std::vector<float> s(std::max<std::size_t>(D.n_kv, 1));  // (n_kv) scores, then weights, of one row
-  std::vector<float> acc(D.dv), part(D.dv);                  // (dv)
+  std::vector<float> acc(D.dv), part(D.dv);                // (dv)
   KeysT kt;
   std::size_t n_needed = 0;
   for (std::size_t i = 0; i < D.n_q; ++i) n_needed = std::max(n_needed, visible_keys(c.params, D.n_kv, i).hi);

@@ -66,8 +66,8 @@ ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
       terms = std::max(terms, r.size());
     }
   }
-  p.name = "fixedsplit " + std::to_string(kSplitKeys) + " bc" + std::to_string(bc) + " splits=" +
-           std::to_string(splits) + " blocks=" + std::to_string(blocks);
+  p.name = "fixedsplit " + std::to_string(kSplitKeys) + " bc" + std::to_string(bc) +
+           " splits=" + std::to_string(splits) + " blocks=" + std::to_string(blocks);
   p.kv_blocks = blocks;
   p.splits = splits;
   p.split_out = Format::fp32;
@@ -86,12 +86,14 @@ AttentionKernel a7_fixedsplit(Format f) {
   k.info.out = f;
   k.info.partial = Format::fp32;
   k.info.cache_invariant = true;
-  k.info.mirrors = "A7: fixed split size 256 aligned at key 0 (TML / SGLang deterministic mode), A1 inside, FA2 combine";
+  k.info.mirrors =
+      "A7: fixed split size 256 aligned at key 0 (TML / SGLang deterministic mode), A1 inside, FA2 combine";
   k.supports = [](const AttentionCall& c) { return flash2_reason(c); };
   k.pipeline = [f](const AttentionCall& c) { return fixedsplit_pipeline(f, c); };
   const std::string who = k.info.name;
   k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                   std::span<const float> vc, std::span<float> out) { run_fixedsplit(who.c_str(), f, c, q, kc, vc, out); };
+                   std::span<const float> vc,
+                   std::span<float> out) { run_fixedsplit(who.c_str(), f, c, q, kc, vc, out); };
   return k;
 }
 

@@ -144,9 +144,8 @@ AttentionKernel a1_flash2(Format f) {
   k.pipeline = [f](const AttentionCall& c) { return flash2_standard_pipeline(f, c); };
   const std::string who = k.info.name;
   k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                   std::span<const float> vc, std::span<float> out) {
-    flash2_standard_run(who.c_str(), f, c, q, kc, vc, out);
-  };
+                   std::span<const float> vc,
+                   std::span<float> out) { flash2_standard_run(who.c_str(), f, c, q, kc, vc, out); };
   return k;
 }
 

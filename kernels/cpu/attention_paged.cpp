@@ -36,10 +36,10 @@
 namespace kvconf::kernels::cpu::attn {
 namespace {
 
-constexpr std::size_t kPage = 16;         // BLOCK_SIZE (tokens per KV page)
-constexpr std::size_t kThreads = 128;     // NUM_THREADS
-constexpr std::size_t kWarps = 4;         // NUM_WARPS
-constexpr std::size_t kPartition = 512;   // _PARTITION_SIZE
+constexpr std::size_t kPage = 16;        // BLOCK_SIZE (tokens per KV page)
+constexpr std::size_t kThreads = 128;    // NUM_THREADS
+constexpr std::size_t kWarps = 4;        // NUM_WARPS
+constexpr std::size_t kPartition = 512;  // _PARTITION_SIZE
 constexpr float kEps = 1e-6f;
 
 // block_sum<4>: per-thread partials (128), warp butterflies, then (w0 + w2) + (w1 + w3).
@@ -67,9 +67,9 @@ inline float qk_dot(const float* q, const float* k, std::size_t d) {
 }
 
 struct PagedScratch {
-  std::vector<float> logit;             // (partition tokens) logits, then p
-  std::vector<float> acc;               // (warps, 2, dv) fp32 accumulators per warp and lane half
-  std::vector<float> prod, lo, hi;      // (dv) fp16 products and half2-lane sums of one page half
+  std::vector<float> logit;         // (partition tokens) logits, then p
+  std::vector<float> acc;           // (warps, 2, dv) fp32 accumulators per warp and lane half
+  std::vector<float> prod, lo, hi;  // (dv) fp16 products and half2-lane sums of one page half
   float partial[kThreads] = {};
 };
 
@@ -163,8 +163,8 @@ void run_decode(const char* who, const AttentionCall& c, std::span<const float> 
   sc.prod.resize(D.dv);
   sc.lo.resize(D.dv);
   sc.hi.resize(D.dv);
-  std::vector<float> res(D.dv);                       // (dv)
-  std::vector<float> tmp_out(pl.partitions * D.dv);   // (partitions, dv) fp16 values
+  std::vector<float> res(D.dv);                      // (dv)
+  std::vector<float> tmp_out(pl.partitions * D.dv);  // (partitions, dv) fp16 values
   std::vector<float> maxes(pl.partitions), sums(pl.partitions);
   const std::size_t stride_k = D.kv_heads * D.d, stride_v = D.kv_heads * D.dv;
   for (std::size_t h = 0; h < D.heads; ++h) {
@@ -258,10 +258,12 @@ AttentionKernel a4_paged(Format f) {
     return c.shape.n_q == 1 ? decode_pipeline(c) : flash2_standard_pipeline(Format::fp16, c);
   };
   const std::string who = k.info.name;
-  k.run = [who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                std::span<const float> vc, std::span<float> out) {
-    if (c.shape.n_q == 1) run_decode(who.c_str(), c, q, kc, vc, out);
-    else flash2_standard_run(who.c_str(), Format::fp16, c, q, kc, vc, out);
+  k.run = [who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc, std::span<const float> vc,
+                std::span<float> out) {
+    if (c.shape.n_q == 1)
+      run_decode(who.c_str(), c, q, kc, vc, out);
+    else
+      flash2_standard_run(who.c_str(), Format::fp16, c, q, kc, vc, out);
   };
   return k;
 }

@@ -19,12 +19,11 @@ namespace {
 
 constexpr int kEmulatedSMs = 132;  // H100 SXM
 
-
 struct SplitPlan {
-  std::size_t bn = 128;               // split kernel's block_n
-  std::size_t n_blocks = 1;           // ceil(capacity / bn)
-  std::size_t splits = 1;             // S
-  std::size_t blocks_per_split = 1;   // ceil(n_blocks / S)
+  std::size_t bn = 128;              // split kernel's block_n
+  std::size_t n_blocks = 1;          // ceil(capacity / bn)
+  std::size_t splits = 1;            // S
+  std::size_t blocks_per_split = 1;  // ceil(n_blocks / S)
   std::size_t keys_per_split() const { return blocks_per_split * bn; }
 };
 
@@ -39,8 +38,8 @@ SplitPlan plan(const AttentionCall& c) {
   const std::size_t heads = swapped ? s.n_kv_heads : s.n_heads;
   const std::size_t rows = swapped ? s.n_heads / s.n_kv_heads : 1;
   const std::size_t m_blocks = (rows + 63) / 64;
-  p.splits = static_cast<std::size_t>(num_splits_heuristic(static_cast<int>(heads * m_blocks), 2 * kEmulatedSMs,
-                                                           static_cast<int>(p.n_blocks), 128));
+  p.splits = static_cast<std::size_t>(
+      num_splits_heuristic(static_cast<int>(heads * m_blocks), 2 * kEmulatedSMs, static_cast<int>(p.n_blocks), 128));
   p.blocks_per_split = (p.n_blocks + p.splits - 1) / p.splits;
   return p;
 }
@@ -51,8 +50,8 @@ KeyRange split_keys(KeyRange keys, const SplitPlan& sp, std::size_t s) {
   return hi > lo ? KeyRange{lo, hi} : KeyRange{};
 }
 
-void run_decode(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
-                std::span<const float> k, std::span<const float> v, std::span<float> out) {
+void run_decode(const char* who, Format f, const AttentionCall& c, std::span<const float> q, std::span<const float> k,
+                std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
   const SplitPlan sp = plan(c);
   FlashArgs a = flash_args(D, f, c, sp.bn);
@@ -92,8 +91,8 @@ ref::AttentionPipeline decode_pipeline(Format f, const AttentionCall& c) {
     blocks = std::max(blocks, blocks_touched(r, sp.bn));
     terms = std::max(terms, r.size());
   }
-  p.name = "splitkv bn" + std::to_string(sp.bn) + " s=" + std::to_string(sp.splits) + " nonempty=" +
-           std::to_string(nonempty) + " blocks=" + std::to_string(blocks);
+  p.name = "splitkv bn" + std::to_string(sp.bn) + " s=" + std::to_string(sp.splits) +
+           " nonempty=" + std::to_string(nonempty) + " blocks=" + std::to_string(blocks);
   p.kv_blocks = blocks;
   p.splits = std::max<std::size_t>(nonempty, 1);  // empty splits contribute exact zeros
   p.split_out = Format::fp32;
@@ -120,8 +119,10 @@ AttentionKernel a2_splitkv(Format f) {
   const std::string who = k.info.name;
   k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
                    std::span<const float> vc, std::span<float> out) {
-    if (c.shape.n_q == 1) run_decode(who.c_str(), f, c, q, kc, vc, out);
-    else flash2_standard_run(who.c_str(), f, c, q, kc, vc, out);
+    if (c.shape.n_q == 1)
+      run_decode(who.c_str(), f, c, q, kc, vc, out);
+    else
+      flash2_standard_run(who.c_str(), f, c, q, kc, vc, out);
   };
   return k;
 }

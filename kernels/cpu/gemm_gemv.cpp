@@ -29,12 +29,12 @@ float halving32_scalar(float* v) {
 
 #if defined(KVCONF_HAVE_F16C)
 float halving32_avx(const float* v) {
-  const __m256 a = _mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 16));      // lanes 0..7,  offset 16
-  const __m256 b = _mm256_add_ps(_mm256_loadu_ps(v + 8), _mm256_loadu_ps(v + 24));  // lanes 8..15, offset 16
-  const __m256 c = _mm256_add_ps(a, b);                                               // offset 8
+  const __m256 a = _mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 16));          // lanes 0..7,  offset 16
+  const __m256 b = _mm256_add_ps(_mm256_loadu_ps(v + 8), _mm256_loadu_ps(v + 24));      // lanes 8..15, offset 16
+  const __m256 c = _mm256_add_ps(a, b);                                                 // offset 8
   const __m128 d = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));  // offset 4
-  const __m128 e = _mm_add_ps(d, _mm_movehl_ps(d, d));                                // offset 2
-  const __m128 f = _mm_add_ss(e, _mm_shuffle_ps(e, e, 1));                            // offset 1
+  const __m128 e = _mm_add_ps(d, _mm_movehl_ps(d, d));                                  // offset 2
+  const __m128 f = _mm_add_ss(e, _mm_shuffle_ps(e, e, 1));                              // offset 1
   return _mm_cvtss_f32(f);
 }
 
@@ -125,7 +125,8 @@ float gemv_row(bool half2, std::size_t T, const float* x, const float* w, std::s
       const bool first = g < T;  // the thread's first visit: each chain starts with its leaf
       if (half2) {
         lo[t] = first ? round_fp16(x[e] * w[e]) : fma_format(Format::fp16, x[e], w[e], lo[t]);
-        if (e + 1 < k) hi[t] = first ? round_fp16(x[e + 1] * w[e + 1]) : fma_format(Format::fp16, x[e + 1], w[e + 1], hi[t]);
+        if (e + 1 < k)
+          hi[t] = first ? round_fp16(x[e + 1] * w[e + 1]) : fma_format(Format::fp16, x[e + 1], w[e + 1], hi[t]);
       } else {
         acc[t] = first ? x[e] * w[e] : std::fmaf(x[e], w[e], acc[t]);
         if (e + 1 < k) acc[t] = std::fmaf(x[e + 1], w[e + 1], acc[t]);

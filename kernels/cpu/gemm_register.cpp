@@ -49,8 +49,8 @@ AccumSpec spec_of(Format in, Format acc, Format out) {
 void check_spans(const char* name, const GemmShape& s, std::span<const float> x, std::span<const float> w,
                  std::span<float> y) {
   if (x.size() != s.m * s.k || w.size() != s.n * s.k || y.size() != s.m * s.n)
-    throw std::invalid_argument(std::string(name) + ": x, w, y must hold m·k, n·k, m·n values (m=" + std::to_string(s.m) +
-                                " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ")");
+    throw std::invalid_argument(std::string(name) + ": x, w, y must hold m·k, n·k, m·n values (m=" +
+                                std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ")");
 }
 
 // y = round_out(v) elementwise.
@@ -64,7 +64,8 @@ void round_all(Format out, std::span<float> y) {
   for (; i < y.size(); ++i) y[i] = round_float(out, y[i]);
 }
 
-KernelInfo info_of(std::string name, Format in, Format acc, Format out, Format partial, bool invariant, std::string mirrors) {
+KernelInfo info_of(std::string name, Format in, Format acc, Format out, Format partial, bool invariant,
+                   std::string mirrors) {
   KernelInfo i;
   i.name = std::move(name);
   i.backend = "cpu";
@@ -106,7 +107,8 @@ GemmKernel g1tc() {
                    "(block-FMA model: alignment, truncation, RZ; tensor_core.hpp), one cast");
   k.supports = always;
   k.path = [](const GemmShape&) {
-    return GemmPath{"tiled_tc16n2", spec_of(Format::fp16, Format::fp32, Format::fp16), TensorCore{TensorCoreParams::h100()}};
+    return GemmPath{"tiled_tc16n2", spec_of(Format::fp16, Format::fp32, Format::fp16),
+                    TensorCore{TensorCoreParams::h100()}};
   };
   k.run = [](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
     check_spans("cpu.gemm.g1tc.h100.f16", s, x, w, y);
@@ -134,7 +136,8 @@ GemmKernel g2(const std::string& name, Format in, Format out, SplitKCombine comb
     const Order o = SplitK{S, combine};
     return GemmPath{order_name(o), spec_of(in, Format::fp32, out), o};
   };
-  k.run = [name, out, combine](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+  k.run = [name, out, combine](const GemmShape& s, std::span<const float> x, std::span<const float> w,
+                               std::span<float> y) {
     check_spans(name.c_str(), s, x, w, y);
     const std::size_t S = split_k_slices(s);
     if (S == 1 || s.k == 0) {
@@ -191,8 +194,10 @@ GemmKernel g3_acc32(const std::string& name, Format in) {
   };
   k.run = [name, out](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
     check_spans(name.c_str(), s, x, w, y);
-    if (s.m == 1) gemv_thread_strided(false, mmvf_threads(s.k), x, w, s.n, s.k, y);
-    else chain_gemm(ChainAcc::fp32, x, w, s.m, s.n, s.k, 0, s.k, y);
+    if (s.m == 1)
+      gemv_thread_strided(false, mmvf_threads(s.k), x, w, s.n, s.k, y);
+    else
+      chain_gemm(ChainAcc::fp32, x, w, s.m, s.n, s.k, 0, s.k, y);
     round_all(out, y);
   };
   return k;

@@ -49,7 +49,8 @@ Split split(float v) {
 float cut_to_fp32(std::int64_t S, int Q) {
   if (S == 0) return 0.0f;
   const double x = std::ldexp(static_cast<double>(S), Q);  // exact: |S| < 2^53
-  if (std::fabs(x) >= 0x1p128) return x < 0 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  if (std::fabs(x) >= 0x1p128)
+    return x < 0 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
   float f = static_cast<float>(x);  // nearest; step back toward zero if it went past x
   if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) - 1u);
   return f;
@@ -91,8 +92,10 @@ float dot_row(const TensorCoreParams& p, const Split* a, const float* wrow, std:
     std::int64_t S = 0;
     const auto add_term = [&](std::uint64_t M, int q, bool neg) {
       std::uint64_t T = 0;
-      if (q >= Q) T = M << (q - Q);  // at most 2 + neab bits of left shift: T < 2^(27+neab)
-      else if (Q - q < 64) T = M >> (Q - q);
+      if (q >= Q)
+        T = M << (q - Q);  // at most 2 + neab bits of left shift: T < 2^(27+neab)
+      else if (Q - q < 64)
+        T = M >> (Q - q);
       S += neg ? -static_cast<std::int64_t>(T) : static_cast<std::int64_t>(T);
     };
     for (std::size_t i = lo; i < hi; ++i)
@@ -109,7 +112,8 @@ float dot_row(const TensorCoreParams& p, const Split* a, const float* wrow, std:
 void tensor_core_gemm_f16(const TensorCoreParams& p, std::span<const float> x, std::span<const float> w, std::size_t m,
                           std::size_t n, std::size_t k, std::span<float> out) {
   if (p.rounding || p.neab < 0 || p.neab > 8 || p.k < 1 || p.k > 64)
-    throw std::invalid_argument("kvconf::kernels::cpu::tensor_core_gemm_f16: needs RZ blocks, 0 <= neab <= 8, 1 <= k <= 64");
+    throw std::invalid_argument(
+        "kvconf::kernels::cpu::tensor_core_gemm_f16: needs RZ blocks, 0 <= neab <= 8, 1 <= k <= 64");
   if (x.size() < m * k || w.size() < n * k || out.size() < m * n)
     throw std::invalid_argument("kvconf::kernels::cpu::tensor_core_gemm_f16: spans do not match the shape");
   std::vector<Split> xs(m * k), ws(k);

@@ -63,7 +63,8 @@ inline void transpose8(__m256& r0, __m256& r1, __m256& r2, __m256& r3, __m256& r
 }
 
 // buf (kPanels panels × L × 8 floats): buf[(p·L + kk)·8 + l] = w[(j0 + 8p + l)·k + k0 + kk], 0 beyond n.
-void pack_group(const float* w, std::size_t n, std::size_t k, std::size_t j0, std::size_t k0, std::size_t L, float* buf) {
+void pack_group(const float* w, std::size_t n, std::size_t k, std::size_t j0, std::size_t k0, std::size_t L,
+                float* buf) {
   for (std::size_t p = 0; p < kPanels; ++p) {
     float* dst = buf + p * L * kLanes;
     const std::size_t jb = j0 + p * kLanes;
@@ -90,8 +91,7 @@ void pack_group(const float* w, std::size_t n, std::size_t k, std::size_t j0, st
         for (std::size_t l = 0; l < kLanes; ++l) dst[kk * kLanes + l] = src[l * k + kk];
     } else {
       for (std::size_t kk = 0; kk < L; ++kk)
-        for (std::size_t l = 0; l < kLanes; ++l)
-          dst[kk * kLanes + l] = jb + l < n ? w[(jb + l) * k + k0 + kk] : 0.0f;
+        for (std::size_t l = 0; l < kLanes; ++l) dst[kk * kLanes + l] = jb + l < n ? w[(jb + l) * k + k0 + kk] : 0.0f;
     }
   }
 }
@@ -168,8 +168,10 @@ void chain_gemm(ChainAcc acc, std::span<const float> x, std::span<const float> w
   }
 #if defined(KVCONF_HAVE_F16C)
   if (simd_enabled()) {
-    if (acc == ChainAcc::fp32) chain_avx<Fp32Step>(x.data(), w.data(), m, n, k, k0, k1, out.data());
-    else chain_avx<Fp16Step>(x.data(), w.data(), m, n, k, k0, k1, out.data());
+    if (acc == ChainAcc::fp32)
+      chain_avx<Fp32Step>(x.data(), w.data(), m, n, k, k0, k1, out.data());
+    else
+      chain_avx<Fp16Step>(x.data(), w.data(), m, n, k, k0, k1, out.data());
     return;
   }
 #endif

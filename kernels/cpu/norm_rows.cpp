@@ -49,8 +49,9 @@ R1Config r1_config(std::size_t rows, std::size_t d) {
   R1Config c;
   c.vectorized = d > 128;
   if (c.vectorized && d % 4 != 0) {
-    c.unsupported = "PyTorch vectorises rows of length d > 128 with float4 loads; with d % 4 != 0 the rows are "
-                    "misaligned and take a per-row head path, which is not modelled";
+    c.unsupported =
+        "PyTorch vectorises rows of length d > 128 with float4 loads; with d % 4 != 0 the rows are "
+        "misaligned and take a per-row head path, which is not modelled";
     return c;
   }
   const std::size_t dim0 = c.vectorized ? d / 4 : d;
@@ -63,8 +64,9 @@ R1Config r1_config(std::size_t rows, std::size_t d) {
   // no-op for block_height = 1), and then possibly across CTAs (global_reduce, from the GPU's SM count).
   const std::size_t values_per_thread = (d + bw - 1) / bw;
   if ((values_per_thread >= 16 * bh || values_per_thread >= 256) && (bh > 1 || values_per_thread >= 256))
-    c.unsupported = "PyTorch would split each row across the block's y threads (block_y_reduce) or across CTAs "
-                    "for this shape; not modelled";
+    c.unsupported =
+        "PyTorch would split each row across the block's y threads (block_y_reduce) or across CTAs "
+        "for this shape; not modelled";
   c.threads = bw;
   return c;
 }
@@ -96,8 +98,10 @@ float sum_sq_r1(const float* x, std::size_t d, const R1Config& c) {
     for (std::size_t e = 0; e < len; ++e) A[e] = A[e] + xb[e] * xb[e];
   }
   for (std::size_t t = 0; t < T; ++t) {
-    if (c.vectorized) r[t] = ((A[4 * t] + A[4 * t + 1]) + A[4 * t + 2]) + A[4 * t + 3];
-    else r[t] = ((A[t] + A[t + T]) + A[t + 2 * T]) + A[t + 3 * T];
+    if (c.vectorized)
+      r[t] = ((A[4 * t] + A[4 * t + 1]) + A[4 * t + 2]) + A[4 * t + 3];
+    else
+      r[t] = ((A[t] + A[t + T]) + A[t + 2 * T]) + A[t + 3 * T];
   }
   // block_x_reduce: shared-memory halving down to 32 threads, then the shfl_down tree (offsets 1, 2, ...).
   std::size_t s = T;
@@ -141,8 +145,10 @@ void rms_finish_row(float S, const float* x, const float* w, std::size_t d, cons
 #endif
   for (; i < d; ++i) {
     const float h = x[i] * r;
-    if (p.one_plus_weight) y[i] = round_float(out, h * (1.0f + w[i]));
-    else y[i] = mul_format(out, w[i], round_float(out, h));
+    if (p.one_plus_weight)
+      y[i] = round_float(out, h * (1.0f + w[i]));
+    else
+      y[i] = mul_format(out, w[i], round_float(out, h));
   }
 }
 

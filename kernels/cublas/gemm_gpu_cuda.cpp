@@ -103,11 +103,16 @@ Context& context() {
 
 const char* which_name(Which w) {
   switch (w) {
-    case Which::cublas_f16_acc32: return "cuda.gemm.cublas.f16.acc32";
-    case Which::cublas_f16_acc16: return "cuda.gemm.cublas.f16.acc16";
-    case Which::cublas_f32: return "cuda.gemm.cublas.f32";
-    case Which::fixed_f16: return "cuda.gemm.fixed.f16";
-    case Which::rowdot_f16: return "cuda.gemm.rowdot.f32acc";
+    case Which::cublas_f16_acc32:
+      return "cuda.gemm.cublas.f16.acc32";
+    case Which::cublas_f16_acc16:
+      return "cuda.gemm.cublas.f16.acc16";
+    case Which::cublas_f32:
+      return "cuda.gemm.cublas.f32";
+    case Which::fixed_f16:
+      return "cuda.gemm.fixed.f16";
+    case Which::rowdot_f16:
+      return "cuda.gemm.rowdot.f32acc";
   }
   return "cuda.gemm.?";
 }
@@ -123,9 +128,9 @@ void cublas_linear(Context& ctx, Which which, const void* dw, const void* dx, vo
   const float alpha32 = 1.0f, beta32 = 0.0f;
   const std::uint16_t alpha16 = 0x3c00, beta16 = 0x0000;
   const bool h = compute == CUBLAS_COMPUTE_16F;
-  check_cublas(cublasGemmEx(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, h ? static_cast<const void*>(&alpha16) : &alpha32,
-                            dw, t, k, dx, t, k, h ? static_cast<const void*>(&beta16) : &beta32, dy, t, n, compute,
-                            CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublasGemmEx(ctx.handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k,
+                            h ? static_cast<const void*>(&alpha16) : &alpha32, dw, t, k, dx, t, k,
+                            h ? static_cast<const void*>(&beta16) : &beta32, dy, t, n, compute, CUBLAS_GEMM_DEFAULT),
                which_name(which));
 }
 
@@ -182,7 +187,9 @@ void run(Which which, const GemmShape& s, std::span<const float> x, std::span<co
   switch (which) {
     case Which::cublas_f16_acc32:
     case Which::cublas_f16_acc16:
-    case Which::cublas_f32: cublas_linear(ctx, which, dw, dx, dy, m, n, k); break;
+    case Which::cublas_f32:
+      cublas_linear(ctx, which, dw, dx, dy, m, n, k);
+      break;
     case Which::fixed_f16:
       check_cuda(launch_gemm_fixed_f16(x16, w16, y16, s.m, s.n, s.k, ctx.stream), "gemm_fixed_f16 launch");
       break;
@@ -213,7 +220,8 @@ TensorCoreParams gpu_tensor_core_params() {
 
 std::string gpu_tensor_core_model() {
   const auto& p = gpu_gemm::probe();
-  if (p.major == 0) return "h100 (preset; no device: " + gpu_unavailable().value_or("device properties unavailable") + ")";
+  if (p.major == 0)
+    return "h100 (preset; no device: " + gpu_unavailable().value_or("device properties unavailable") + ")";
   const std::string sm = "sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " + p.name;
   if (p.major == 7) return "v100 (" + sm + ")";
   if (p.major == 8) return "a100 (" + sm + ")";

@@ -44,8 +44,8 @@ ThreadStrided rowdot_order() {
   return o;
 }
 
-GemmKernel entry(Which which, std::string name, std::string backend, Format in, Format acc, Format out,
-                 bool invariant, std::string mirrors, std::function<GemmPath(const GemmShape&)> path) {
+GemmKernel entry(Which which, std::string name, std::string backend, Format in, Format acc, Format out, bool invariant,
+                 std::string mirrors, std::function<GemmPath(const GemmShape&)> path) {
   GemmKernel k;
   k.info.name = std::move(name);
   k.info.backend = std::move(backend);
@@ -67,19 +67,18 @@ GemmKernel entry(Which which, std::string name, std::string backend, Format in, 
 }  // namespace
 
 void register_cublas_kernels(Registry& r) {
-  r.add(entry(Which::cublas_f16_acc32, "cuda.gemm.cublas.f16.acc32", "cublas", Format::fp16, Format::fp32,
-              Format::fp16, false,
-              "cublasGemmEx(OP_T, OP_N, n, m, k) as a Linear layer calls it (M = 1 and M = n, no padding), fp16 "
-              "A/B/C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT; path = tensor-core block-FMA model with the "
-              "device's parameters (a model of cuBLAS's undisclosed order, not a bit-exact claim)",
-              [](const GemmShape&) {
-                const TensorCoreParams p = gpu_tensor_core_params();
-                const TensorCore o{p};
-                return GemmPath{"cublas_tc_model_" + order_name(o), spec_of(Format::fp16, Format::fp32, Format::fp16, true),
-                                o};
-              }));
-  r.add(entry(Which::cublas_f16_acc16, "cuda.gemm.cublas.f16.acc16", "cublas", Format::fp16, Format::fp16,
-              Format::fp16, false,
+  r.add(entry(
+      Which::cublas_f16_acc32, "cuda.gemm.cublas.f16.acc32", "cublas", Format::fp16, Format::fp32, Format::fp16, false,
+      "cublasGemmEx(OP_T, OP_N, n, m, k) as a Linear layer calls it (M = 1 and M = n, no padding), fp16 "
+      "A/B/C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT; path = tensor-core block-FMA model with the "
+      "device's parameters (a model of cuBLAS's undisclosed order, not a bit-exact claim)",
+      [](const GemmShape&) {
+        const TensorCoreParams p = gpu_tensor_core_params();
+        const TensorCore o{p};
+        return GemmPath{"cublas_tc_model_" + order_name(o), spec_of(Format::fp16, Format::fp32, Format::fp16, true), o};
+      }));
+  r.add(entry(Which::cublas_f16_acc16, "cuda.gemm.cublas.f16.acc16", "cublas", Format::fp16, Format::fp16, Format::fp16,
+              false,
               "cublasGemmEx fp16 A/B/C with CUBLAS_COMPUTE_16F (llama.cpp GGML_PREC_DEFAULT, G4); path = a "
               "sequential fp16 chain without FMA, the bound model for any fp16 accumulation order",
               [](const GemmShape&) {
@@ -93,12 +92,13 @@ void register_cublas_kernels(Registry& r) {
                 return GemmPath{"cublas_sgemm_pedantic_seq_model",
                                 spec_of(Format::fp32, Format::fp32, Format::fp32, false), Sequential{}};
               }));
-  r.add(entry(Which::fixed_f16, "cuda.gemm.fixed.f16", "cuda", Format::fp16, Format::fp32, Format::fp16, true,
-              "hand-written fixed-order GEMM (kernels/cuda/gemm_fixed.cu): one thread per output, k ascending, "
-              "__fmul_rn leaf then __fmaf_rn, one cast to fp16; the same kernel for every M",
-              [](const GemmShape&) {
-                return GemmPath{"fixed_seq_ffma", spec_of(Format::fp16, Format::fp32, Format::fp16, true), Sequential{}};
-              }));
+  r.add(
+      entry(Which::fixed_f16, "cuda.gemm.fixed.f16", "cuda", Format::fp16, Format::fp32, Format::fp16, true,
+            "hand-written fixed-order GEMM (kernels/cuda/gemm_fixed.cu): one thread per output, k ascending, "
+            "__fmul_rn leaf then __fmaf_rn, one cast to fp16; the same kernel for every M",
+            [](const GemmShape&) {
+              return GemmPath{"fixed_seq_ffma", spec_of(Format::fp16, Format::fp32, Format::fp16, true), Sequential{}};
+            }));
   r.add(entry(Which::rowdot_f16, "cuda.gemm.rowdot.f32acc", "cuda", Format::fp16, Format::fp32, Format::fp16, true,
               "hand-written warp-per-output GEMM (kernels/cuda/gemm_rowdot.cu): 32 lanes stride k with fp32 "
               "FFMA chains, xor butterfly 16..1 in fp32, one cast; the same kernel for every M",

@@ -170,8 +170,7 @@ __device__ void combine(const DevAttn& a, const float* part_o, size_t o_stride, 
     float o = 0.0f;
     if (any)
       for (int s = 0; s < n_parts; ++s)
-        if (part_lse[s] != -INFINITY)
-          o = fmaf(exp_f32(__fsub_rn(part_lse[s], logsum)), part_o[s * o_stride + c], o);
+        if (part_lse[s] != -INFINITY) o = fmaf(exp_f32(__fsub_rn(part_lse[s], logsum)), part_o[s * o_stride + c], o);
     st(out, c, o);
   }
 }

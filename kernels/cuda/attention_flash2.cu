@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(kThreads) splitkv_partial_kernel(DevAttn a) {
   }
   load_q(a, static_cast<const T*>(a.q), 0, h, sm);
   float acc[kCols];
-  const Pass r = flash_pass<T, CastP>(a, static_cast<const T*>(a.k), static_cast<const T*>(a.v), g, lo, hi, a.bc,
-                                      true, sm, acc);
+  const Pass r =
+      flash_pass<T, CastP>(a, static_cast<const T*>(a.k), static_cast<const T*>(a.v), g, lo, hi, a.bc, true, sm, acc);
   const float inv = __fdiv_rn(1.0f, r.l);
   for (int i = 0; i < kCols; ++i) {
     const int c = threadIdx.x + i * kThreads;
@@ -77,19 +77,25 @@ __global__ void __launch_bounds__(kThreads) splitkv_combine_kernel(DevAttn a) {
 
 cudaError_t launch_flash2(const DevAttn& a, bool f16) {
   const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16) flash2_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else flash2_kernel<float, false><<<blocks, kThreads>>>(a);
+  if (f16)
+    flash2_kernel<__half, true><<<blocks, kThreads>>>(a);
+  else
+    flash2_kernel<float, false><<<blocks, kThreads>>>(a);
   return cudaGetLastError();
 }
 
 cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16) {
   const unsigned blocks = static_cast<unsigned>(a.heads) * static_cast<unsigned>(a.splits);
-  if (f16) splitkv_partial_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else splitkv_partial_kernel<float, false><<<blocks, kThreads>>>(a);
+  if (f16)
+    splitkv_partial_kernel<__half, true><<<blocks, kThreads>>>(a);
+  else
+    splitkv_partial_kernel<float, false><<<blocks, kThreads>>>(a);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   // Same stream: kernel 2 starts after kernel 1 has written every split.
-  if (f16) splitkv_combine_kernel<__half><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
-  else splitkv_combine_kernel<float><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
+  if (f16)
+    splitkv_combine_kernel<__half><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
+  else
+    splitkv_combine_kernel<float><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
   return cudaGetLastError();
 }
 

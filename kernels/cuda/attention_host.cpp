@@ -41,7 +41,9 @@ class DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
   void* get() const { return p_; }
   template <class T>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
 
  private:
   void* p_ = nullptr;

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads) invariant_kernel(DevAttn a) {
   const T* k = static_cast<const T*>(a.k);
   const T* v = static_cast<const T*>(a.v);
   T* out = static_cast<T*>(a.out) + (static_cast<size_t>(row) * a.heads + h) * a.dv;  // (dv)
-  float* lse = a.part_lse + static_cast<size_t>(blockIdx.x) * a.max_splits;         // (splits of this row)
+  float* lse = a.part_lse + static_cast<size_t>(blockIdx.x) * a.max_splits;           // (splits of this row)
   const int lo = a.key_lo[row], hi = a.key_hi[row];
   if (hi <= lo) {
     store_zero(a, out);
@@ -68,8 +68,10 @@ __global__ void __launch_bounds__(kThreads) invariant_kernel(DevAttn a) {
 
 cudaError_t launch_invariant(const DevAttn& a, bool f16) {
   const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16) invariant_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else invariant_kernel<float, false><<<blocks, kThreads>>>(a);
+  if (f16)
+    invariant_kernel<__half, true><<<blocks, kThreads>>>(a);
+  else
+    invariant_kernel<float, false><<<blocks, kThreads>>>(a);
   return cudaGetLastError();
 }
 

@@ -20,16 +20,16 @@ struct DevAttn {
   float* part_lse = nullptr;    // split scratch: splitkv (heads, splits); invariant (n_q, heads, max_splits)
   int n_q = 0, heads = 0, kv_heads = 0, d = 0, dv = 0;
   float scale = 1.0f, softcap = 0.0f;  // softcap 0: none
-  int bc = 64;                  // key block of the online softmax (flash2, invariant; splitkv: bn)
-  int splits = 1;               // splitkv: S
-  int keys_per_split = 0;       // splitkv: blocks_per_split · bn; invariant: kInvariantSplitKeys
-  int max_splits = 1;           // invariant: ceil(n_kv / kInvariantSplitKeys) (>= 1), the scratch stride
+  int bc = 64;                         // key block of the online softmax (flash2, invariant; splitkv: bn)
+  int splits = 1;                      // splitkv: S
+  int keys_per_split = 0;              // splitkv: blocks_per_split · bn; invariant: kInvariantSplitKeys
+  int max_splits = 1;                  // invariant: ceil(n_kv / kInvariantSplitKeys) (>= 1), the scratch stride
 };
 
 // Each launches on the default stream and returns cudaGetLastError() (the caller synchronises).
-cudaError_t launch_simple(const DevAttn& a, bool f16);            // attention_simple.cu
-cudaError_t launch_flash2(const DevAttn& a, bool f16);            // attention_flash2.cu
-cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16);    // attention_flash2.cu (n_q = 1)
-cudaError_t launch_invariant(const DevAttn& a, bool f16);         // attention_invariant.cu
+cudaError_t launch_simple(const DevAttn& a, bool f16);          // attention_simple.cu
+cudaError_t launch_flash2(const DevAttn& a, bool f16);          // attention_flash2.cu
+cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16);  // attention_flash2.cu (n_q = 1)
+cudaError_t launch_invariant(const DevAttn& a, bool f16);       // attention_invariant.cu
 
 }  // namespace kvconf::kernels::cuda

@@ -22,8 +22,8 @@ SplitKvPlan splitkv_plan(const AttentionCall& c) {
   const std::size_t heads = swapped ? s.n_kv_heads : s.n_heads;
   const std::size_t rows = swapped ? s.n_heads / s.n_kv_heads : 1;
   const std::size_t m_blocks = (rows + 63) / 64;
-  p.splits = static_cast<std::size_t>(num_splits_heuristic(static_cast<int>(heads * m_blocks), 2 * kHeuristicSMs,
-                                                           static_cast<int>(p.n_blocks), 128));
+  p.splits = static_cast<std::size_t>(
+      num_splits_heuristic(static_cast<int>(heads * m_blocks), 2 * kHeuristicSMs, static_cast<int>(p.n_blocks), 128));
   p.blocks_per_split = (p.n_blocks + p.splits - 1) / p.splits;
   return p;
 }

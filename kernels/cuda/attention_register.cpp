@@ -67,8 +67,8 @@ ref::AttentionPipeline splitkv_decode_pipeline(Format f, const AttentionCall& c)
     blocks = std::max(blocks, blocks_touched(r, sp.bn));
     terms = std::max(terms, r.size());
   }
-  p.name = "cuda splitkv bn" + std::to_string(sp.bn) + " s=" + std::to_string(sp.splits) + " nonempty=" +
-           std::to_string(nonempty) + " blocks=" + std::to_string(blocks);
+  p.name = "cuda splitkv bn" + std::to_string(sp.bn) + " s=" + std::to_string(sp.splits) +
+           " nonempty=" + std::to_string(nonempty) + " blocks=" + std::to_string(blocks);
   p.kv_blocks = blocks;
   p.splits = std::max<std::size_t>(nonempty, 1);  // empty splits are left out of the combine
   p.split_out = Format::fp32;
@@ -92,8 +92,8 @@ ref::AttentionPipeline invariant_pipeline(Format f, const AttentionCall& c) {
       terms = std::max(terms, r.size());
     }
   }
-  p.name = "cuda invariant split" + std::to_string(K) + " bc" + std::to_string(bc) + " splits=" +
-           std::to_string(splits) + " blocks=" + std::to_string(blocks);
+  p.name = "cuda invariant split" + std::to_string(K) + " bc" + std::to_string(bc) +
+           " splits=" + std::to_string(splits) + " blocks=" + std::to_string(blocks);
   p.kv_blocks = blocks;
   p.splits = splits;
   p.split_out = Format::fp32;
@@ -123,15 +123,17 @@ AttentionKernel make(AttnVariant v, Format f) {
     case AttnVariant::flash2:
       k.info.name = "cuda.attn.flash2." + suffix(f);
       k.info.cache_invariant = true;  // same kernel and Bc for every call, blocks aligned at key 0 (as A1)
-      k.info.mirrors = "A1 order (FA2 standard forward, Bc 128 (d<=64) / 64, online softmax, P cast before PV)" +
-                       bounds_only;
+      k.info.mirrors =
+          "A1 order (FA2 standard forward, Bc 128 (d<=64) / 64, online softmax, P cast before PV)" + bounds_only;
       k.pipeline = [f](const AttentionCall& c) { return flash2_pipeline(f, c); };
       break;
     case AttnVariant::splitkv:
       k.info.name = "cuda.attn.splitkv." + suffix(f);
       k.info.cache_invariant = false;  // decode splits by capacity and block_n; prefill runs flash2
-      k.info.mirrors = "A2 order (FA2 split-KV decode, num_splits_heuristic at 132 SMs, fp32 combine; prefill = "
-                       "flash2)" + bounds_only;
+      k.info.mirrors =
+          "A2 order (FA2 split-KV decode, num_splits_heuristic at 132 SMs, fp32 combine; prefill = "
+          "flash2)" +
+          bounds_only;
       k.pipeline = [f](const AttentionCall& c) {
         return c.shape.n_q == 1 ? splitkv_decode_pipeline(f, c) : flash2_pipeline(f, c);
       };
@@ -146,9 +148,8 @@ AttentionKernel make(AttnVariant v, Format f) {
   k.supports = [](const AttentionCall& c) { return cuda_reason(c); };
   const std::string who = k.info.name;
   k.run = [v, f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                      std::span<const float> vc, std::span<float> out) {
-    run_attention(who.c_str(), v, f, c, q, kc, vc, out);
-  };
+                      std::span<const float> vc,
+                      std::span<float> out) { run_attention(who.c_str(), v, f, c, q, kc, vc, out); };
   return k;
 }
 

@@ -89,8 +89,10 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(DevAttn a) {
 
 cudaError_t launch_simple(const DevAttn& a, bool f16) {
   const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16) simple_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else simple_kernel<float, false><<<blocks, kThreads>>>(a);
+  if (f16)
+    simple_kernel<__half, true><<<blocks, kThreads>>>(a);
+  else
+    simple_kernel<float, false><<<blocks, kThreads>>>(a);
   return cudaGetLastError();
 }
 

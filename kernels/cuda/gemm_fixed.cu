@@ -69,9 +69,8 @@ cudaError_t launch_gemm_fixed_f16(const std::uint16_t* x, const std::uint16_t* w
   if (gx > 0x7fffffffu || gy > 65535u) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
   const dim3 block(kTile, kTile);
-  gemm_fixed_f16_kernel<<<grid, block, 0, stream>>>(reinterpret_cast<const __half*>(x),
-                                                     reinterpret_cast<const __half*>(w), reinterpret_cast<__half*>(y),
-                                                     m, n, k);
+  gemm_fixed_f16_kernel<<<grid, block, 0, stream>>>(
+      reinterpret_cast<const __half*>(x), reinterpret_cast<const __half*>(w), reinterpret_cast<__half*>(y), m, n, k);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 // Private to the GPU GEMMs: launchers of the hand-written CUDA GEMM kernels (kernels/cuda/gemm_fixed.cu,
-// gemm_rowdot.cu), called from kernels/cublas/gemm_gpu_cuda.cpp: host C++ without cuda_fp16.h. Device pointers only; fp16 values
-// travel as their uint16_t bit patterns. Each launch is asynchronous on `stream` and returns the launch error.
+// gemm_rowdot.cu), called from kernels/cublas/gemm_gpu_cuda.cpp: host C++ without cuda_fp16.h. Device pointers only;
+// fp16 values travel as their uint16_t bit patterns. Each launch is asynchronous on `stream` and returns the launch
+// error.
 #pragma once
 
 #include <cuda_runtime_api.h>

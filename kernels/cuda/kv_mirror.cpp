@@ -71,8 +71,7 @@ std::optional<KvSyncPlan> KvMirrorTable::plan(const void* host, const KvMirrorSh
   return p;
 }
 
-void KvMirrorTable::commit(const void* host, std::uint64_t generation, std::shared_ptr<void> device,
-                           std::size_t n_kv) {
+void KvMirrorTable::commit(const void* host, std::uint64_t generation, std::shared_ptr<void> device, std::size_t n_kv) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = entries_.find(host);
   if (it == entries_.end() || it->second.generation != generation) return;

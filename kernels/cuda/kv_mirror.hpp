@@ -26,12 +26,12 @@ struct KvMirrorShape {
 // What to do before a launch reads host rows [0, n_kv) through the mirror. Device state it establishes (with
 // commit): rows [0, n_kv) equal the host's, rows [n_kv, capacity) are NaN.
 struct KvSyncPlan {
-  std::uint64_t generation = 0;       // the mirror's life: a new one after forget or a shape change
-  std::shared_ptr<void> device;       // the device allocation (capacity rows); null: allocate and fill with NaN
-  std::size_t upload_begin = 0;       // host rows [upload_begin, upload_end) to copy to the device
+  std::uint64_t generation = 0;  // the mirror's life: a new one after forget or a shape change
+  std::shared_ptr<void> device;  // the device allocation (capacity rows); null: allocate and fill with NaN
+  std::size_t upload_begin = 0;  // host rows [upload_begin, upload_end) to copy to the device
   std::size_t upload_end = 0;
-  std::size_t poison_begin = 0;       // device rows [poison_begin, poison_end) to refill with NaN (stale rows past
-  std::size_t poison_end = 0;         // n_kv left by an earlier, longer call or a rewrite)
+  std::size_t poison_begin = 0;  // device rows [poison_begin, poison_end) to refill with NaN (stale rows past
+  std::size_t poison_end = 0;    // n_kv left by an earlier, longer call or a rewrite)
   std::size_t upload_rows() const { return upload_end - upload_begin; }
 };
 
@@ -62,7 +62,7 @@ class KvMirrorTable {
 
  private:
   struct Entry {
-    bool shaped = false;     // shape set by a first plan
+    bool shaped = false;  // shape set by a first plan
     KvMirrorShape shape;
     std::uint64_t generation = 0;
     std::size_t synced = 0;  // device rows [0, synced) equal the host's

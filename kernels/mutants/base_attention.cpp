@@ -16,9 +16,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Running state of one (query row, head) over a range of keys.
 struct RowState {
-  float m = kNegInf;        // running max of the visible scores
-  float l = 0.0f;           // running row sum of exp(s − m), fp32
-  std::vector<float> acc;   // (d_v) running Σ fp16(p)·v, fp32
+  float m = kNegInf;       // running max of the visible scores
+  float l = 0.0f;          // running row sum of exp(s − m), fp32
+  std::vector<float> acc;  // (d_v) running Σ fp16(p)·v, fp32
 };
 
 // One call's view of the inputs, plus the path this call takes.
@@ -63,7 +63,7 @@ std::size_t row_read(const Ctx& c, std::size_t j) {
 // ŝ = fl32(fl32(q·k)·scale), q·k one fp32 FMA chain over the head dim; softcap c·tanh(ŝ/c) in fp32.
 float score(const Ctx& c, std::size_t row, std::size_t h, std::size_t j) {
   const ref::AttentionShape& s = c.call.shape;
-  const float* qr = c.q.data() + (row * s.n_heads + h) * s.d;                      // (d)
+  const float* qr = c.q.data() + (row * s.n_heads + h) * s.d;                               // (d)
   const float* kr = c.k.data() + (row_read(c, j) * s.n_kv_heads + kv_head_of(c, h)) * s.d;  // (d)
   float dot = qr[0] * kr[0];  // exact: fp16 × fp16 fits in fp32
   for (std::size_t i = 1; i < s.d; ++i) dot = std::fmaf(qr[i], kr[i], dot);
@@ -82,8 +82,8 @@ void visit_keys(const Ctx& c, std::size_t row, std::int64_t pos, std::size_t h, 
                 RowState& st) {
   const ref::AttentionShape& s = c.call.shape;
   const std::size_t g = kv_head_of(c, h);
-  std::vector<float> sblk;                // (block) scores of the visible keys of one block
-  std::vector<std::size_t> jblk;          // (block) their key indices
+  std::vector<float> sblk;        // (block) scores of the visible keys of one block
+  std::vector<std::size_t> jblk;  // (block) their key indices
   for (std::size_t b0 = lo; b0 < hi; b0 += c.block) {
     const std::size_t b1 = std::min(b0 + c.block, hi);
     sblk.clear();
@@ -106,7 +106,7 @@ void visit_keys(const Ctx& c, std::size_t row, std::int64_t pos, std::size_t h, 
     for (std::size_t t = 0; t < jblk.size(); ++t) {
       const float p = exp_f32(sblk[t] - m_new);
       st.l += p;
-      const float p16 = round_fp16(p);  // P → fp16 before PV
+      const float p16 = round_fp16(p);                                                   // P → fp16 before PV
       const float* vr = c.v.data() + (row_read(c, jblk[t]) * s.n_kv_heads + g) * s.d_v;  // (d_v)
       for (std::size_t col = 0; col < s.d_v; ++col) st.acc[col] = std::fmaf(p16, vr[col], st.acc[col]);
     }
@@ -180,8 +180,8 @@ void run(const AttnDesign& d, const AttentionCall& call, std::span<const float> 
   const ref::AttentionShape& s = call.shape;
   Ctx c{d, call, q, k, v, s.n_q == 1, block_of(d, call)};
   for (std::size_t row = 0; row < s.n_q; ++row) {
-    const std::int64_t pos =
-        d.bug == AttnBug::ignores_q_offset ? static_cast<std::int64_t>(row) : call.params.q_offset + static_cast<std::int64_t>(row);
+    const std::int64_t pos = d.bug == AttnBug::ignores_q_offset ? static_cast<std::int64_t>(row)
+                                                                : call.params.q_offset + static_cast<std::int64_t>(row);
     for (std::size_t h = 0; h < s.n_heads; ++h) {
       float* o = out.data() + (row * s.n_heads + h) * s.d_v;  // (d_v)
       if (splits_this_call(d, call)) {
@@ -199,7 +199,7 @@ void run(const AttnDesign& d, const AttentionCall& call, std::span<const float> 
       if (d.bug == AttnBug::decode_one_ulp_bias && c.decode && h == 0 && s.d_v > 0) {
         const float a = std::fabs(o[0]);
         const int e = a < 0x1p-14f ? -14 : std::ilogb(a);  // fp16 binade (subnormals share 2^-14's spacing)
-        o[0] += std::ldexp(1.0f, e - 10);                   // one fp16 ulp up: still an fp16 value
+        o[0] += std::ldexp(1.0f, e - 10);                  // one fp16 ulp up: still an fp16 value
       }
     }
   }

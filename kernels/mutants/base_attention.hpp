@@ -29,8 +29,8 @@ enum class AttnBug {
 struct AttnDesign {
   std::string name;
   std::string mirrors;
-  std::size_t block = 16;          // Bc: keys per online-softmax block, blocks aligned at key 0 (or split start)
-  std::size_t decode_splits = 0;   // > 0: decode calls (n_q = 1) cut the keys into this many partitions
+  std::size_t block = 16;         // Bc: keys per online-softmax block, blocks aligned at key 0 (or split start)
+  std::size_t decode_splits = 0;  // > 0: decode calls (n_q = 1) cut the keys into this many partitions
   bool claims_cache_invariant = true;
   AttnBug bug = AttnBug::none;
 };

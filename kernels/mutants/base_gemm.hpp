@@ -10,10 +10,10 @@ namespace kvconf::kernels::mutants {
 
 enum class GemmBug {
   none,
-  fp16_accumulation,     // accumulates in fp16 (HFMA) while KernelInfo and path() say fp32
-  m1_drops_last_k,       // the M = 1 (decode) path sums only the first K − 1 products
-  m1_splitk_invariant,   // the M = 1 path uses split-K(4) with fp16 partials (honestly reported) while claiming
-                         // cache_invariant
+  fp16_accumulation,    // accumulates in fp16 (HFMA) while KernelInfo and path() say fp32
+  m1_drops_last_k,      // the M = 1 (decode) path sums only the first K − 1 products
+  m1_splitk_invariant,  // the M = 1 path uses split-K(4) with fp16 partials (honestly reported) while claiming
+                        // cache_invariant
 };
 
 struct GemmDesign {

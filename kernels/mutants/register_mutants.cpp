@@ -20,14 +20,14 @@ struct Entry {
   MutantInfo info;
   AttnBug attn_bug = AttnBug::none;
   GemmBug gemm_bug = GemmBug::none;
-  bool split_base = false;   // attention: built on mutant.base.attn.splitkv (decode runs split-KV)
+  bool split_base = false;  // attention: built on mutant.base.attn.splitkv (decode runs split-KV)
   bool claims_invariant = true;
 };
 
 Entry attn(std::string name, AttnBug bug, std::string text, std::vector<std::string> rules, bool split = false,
            bool claims_invariant = true) {
-  return Entry{{std::move(name), "attention", std::move(text), std::move(rules)}, bug, GemmBug::none, split,
-               claims_invariant};
+  return Entry{
+      {std::move(name), "attention", std::move(text), std::move(rules)}, bug, GemmBug::none, split, claims_invariant};
 }
 Entry gemm(std::string name, GemmBug bug, std::string text, std::vector<std::string> rules) {
   return Entry{{std::move(name), "gemm", std::move(text), std::move(rules)}, AttnBug::none, bug, false, true};
@@ -112,18 +112,20 @@ std::vector<std::string> mutant_base_names() {
 }
 
 void register_mutant_kernels(Registry& r) {
-  r.add(mutants::make_gemm_kernel(
-      GemmDesign{"mutant.base.gemm.seq32", "base of the GEMM mutants: fp32 FMA chain in ascending k (G1-like)", true,
-                 GemmBug::none}));
-  r.add(mutants::make_attention_kernel(attn_design(
-      "mutant.base.attn.online", "base of the attention mutants: online softmax, Bc = 16 at key 0, both paths (A1/A7-like)",
-      /*split=*/false, /*invariant=*/true, AttnBug::none)));
+  r.add(mutants::make_gemm_kernel(GemmDesign{"mutant.base.gemm.seq32",
+                                             "base of the GEMM mutants: fp32 FMA chain in ascending k (G1-like)", true,
+                                             GemmBug::none}));
+  r.add(mutants::make_attention_kernel(
+      attn_design("mutant.base.attn.online",
+                  "base of the attention mutants: online softmax, Bc = 16 at key 0, both paths (A1/A7-like)",
+                  /*split=*/false, /*invariant=*/true, AttnBug::none)));
   r.add(mutants::make_attention_kernel(attn_design(
       "mutant.base.attn.splitkv", "base of the split-KV mutants: decode runs 4 partitions + lse combine (A2-like)",
       /*split=*/true, /*invariant=*/false, AttnBug::none)));
   for (const Entry& e : entries()) {
     if (e.info.kind == "gemm") {
-      r.add(mutants::make_gemm_kernel(GemmDesign{e.info.name, "mutant: " + e.info.bug, e.claims_invariant, e.gemm_bug}));
+      r.add(
+          mutants::make_gemm_kernel(GemmDesign{e.info.name, "mutant: " + e.info.bug, e.claims_invariant, e.gemm_bug}));
     } else {
       r.add(mutants::make_attention_kernel(
           attn_design(e.info.name, "mutant: " + e.info.bug, e.split_base, e.claims_invariant, e.attn_bug)));

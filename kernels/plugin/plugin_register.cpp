@@ -31,10 +31,14 @@ const char* format_field_help = "expected KVCONF_FP32 (1), KVCONF_FP16 (2) or KV
 
 std::optional<Format> format_of(std::int32_t f) {
   switch (f) {
-    case KVCONF_FP32: return Format::fp32;
-    case KVCONF_FP16: return Format::fp16;
-    case KVCONF_BF16: return Format::bf16;
-    default: return std::nullopt;
+    case KVCONF_FP32:
+      return Format::fp32;
+    case KVCONF_FP16:
+      return Format::fp16;
+    case KVCONF_BF16:
+      return Format::bf16;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -48,14 +52,15 @@ bool name_ok(const std::string& n) {
 // The refusal of kernel[i] for its first bad field, or nothing.
 std::optional<std::string> bad_descriptor(const KernelEntry& e, std::size_t i, std::set<std::string>& seen) {
   const std::string at = "kernel[" + std::to_string(i) + "]" + (e.name.empty() ? "" : " '" + e.name + "'") + ": ";
-  if (e.name_null || e.name.empty()) return at + "field name is " + (e.name_null ? "NULL" : "empty") +
-                                            ", expected 1 to 64 characters of [A-Za-z0-9_.-]";
+  if (e.name_null || e.name.empty())
+    return at + "field name is " + (e.name_null ? "NULL" : "empty") + ", expected 1 to 64 characters of [A-Za-z0-9_.-]";
   if (!name_ok(e.name)) return at + "field name has characters outside [A-Za-z0-9_.-] or is over 64 long";
   if (!seen.insert(e.name).second) return at + "duplicate name (an earlier descriptor has it)";
   if (e.kind != KVCONF_KIND_GEMM && e.kind != KVCONF_KIND_NORM && e.kind != KVCONF_KIND_ATTENTION)
     return at + "field kind = " + std::to_string(e.kind) +
            ", expected KVCONF_KIND_GEMM (1), KVCONF_KIND_NORM (2) or KVCONF_KIND_ATTENTION (3)";
-  for (auto [v, field] : std::array<std::pair<std::int32_t, const char*>, 3>{{{e.in, "in"}, {e.acc, "acc"}, {e.out, "out"}}})
+  for (auto [v, field] :
+       std::array<std::pair<std::int32_t, const char*>, 3>{{{e.in, "in"}, {e.acc, "acc"}, {e.out, "out"}}})
     if (!format_of(v)) return at + "field " + field + " = " + std::to_string(v) + ", " + format_field_help;
   if (e.acc != KVCONF_FP32)
     return at + "field acc = " + std::to_string(e.acc) +
@@ -66,7 +71,9 @@ std::optional<std::string> bad_descriptor(const KernelEntry& e, std::size_t i, s
   if (e.exp_error_ulps > 1u << 20)
     return at + "field exp_error_ulps = " + std::to_string(e.exp_error_ulps) + ", expected at most 1048576";
   if (!e.has_run) {
-    const char* fn = e.kind == KVCONF_KIND_GEMM ? "gemm_run" : e.kind == KVCONF_KIND_NORM ? "norm_run" : "attention_run";
+    const char* fn = e.kind == KVCONF_KIND_GEMM   ? "gemm_run"
+                     : e.kind == KVCONF_KIND_NORM ? "norm_run"
+                                                  : "attention_run";
     return at + "field " + fn + " is NULL";
   }
   return std::nullopt;
@@ -171,8 +178,8 @@ NormKernel norm_kernel(const Target& t, const KernelInfo& info) {
   };
   const Format in = info.in, out = info.out;
   k.path = [in](const NormShape&) { return black_box_norm_path(in); };
-  k.run = [t, req, in, out](const NormShape& s, const NormParams& p, std::span<const float> x,
-                            std::span<const float> w, std::span<float> y) {
+  k.run = [t, req, in, out](const NormShape& s, const NormParams& p, std::span<const float> x, std::span<const float> w,
+                            std::span<float> y) {
     check_size(t.name, "x", x.size(), s.rows * s.d);
     check_size(t.name, "w", w.size(), s.d);
     check_size(t.name, "y", y.size(), s.rows * s.d);
@@ -298,9 +305,12 @@ void register_plugin_kernels(Registry& r, const std::filesystem::path& lib, cons
       if (n == info.name)
         throw PluginError("plugin " + shown + ": kernel '" + e.name + "' would register as " + info.name +
                           ", which is already registered (two plugins with the same file name?)");
-    if (e.kind == KVCONF_KIND_GEMM) staged.add(gemm_kernel(t, info));
-    else if (e.kind == KVCONF_KIND_NORM) staged.add(norm_kernel(t, info));
-    else staged.add(attention_kernel(t, info, e.exp_error_ulps));
+    if (e.kind == KVCONF_KIND_GEMM)
+      staged.add(gemm_kernel(t, info));
+    else if (e.kind == KVCONF_KIND_NORM)
+      staged.add(norm_kernel(t, info));
+    else
+      staged.add(attention_kernel(t, info, e.exp_error_ulps));
   }
   for (const auto& k : staged.gemm()) r.add(k);
   for (const auto& k : staged.norm()) r.add(k);

@@ -10,7 +10,7 @@
 
 namespace kvconf::plugin_wire {
 
-inline constexpr int kWorkerFd = 3;          // the socket's number in the worker
+inline constexpr int kWorkerFd = 3;                   // the socket's number in the worker
 inline constexpr std::uint32_t kMagic = 0x6b76706cu;  // "kvpl"
 
 enum Op : std::uint32_t { kSupports = 1, kRun = 2 };
@@ -53,7 +53,7 @@ struct Response {
 
 // One descriptor as the worker read it (raw values: the host validates them).
 struct KernelEntry {
-  std::string name;      // empty when the descriptor's name was NULL or ""
+  std::string name;  // empty when the descriptor's name was NULL or ""
   bool name_null = false;
   std::int32_t kind = 0, in = 0, acc = 0, out = 0, cache_invariant = 0, deterministic = 0;
   std::uint32_t exp_error_ulps = 0;

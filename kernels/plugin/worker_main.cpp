@@ -46,9 +46,12 @@ std::string one_line(const char* err) {
 
 DLDataType dtype_of(std::int32_t f) {
   switch (f) {
-    case KVCONF_FP32: return {static_cast<std::uint8_t>(kDLFloat), 32, 1};
-    case KVCONF_FP16: return {static_cast<std::uint8_t>(kDLFloat), 16, 1};
-    default: return {static_cast<std::uint8_t>(kDLBfloat), 16, 1};
+    case KVCONF_FP32:
+      return {static_cast<std::uint8_t>(kDLFloat), 32, 1};
+    case KVCONF_FP16:
+      return {static_cast<std::uint8_t>(kDLFloat), 16, 1};
+    default:
+      return {static_cast<std::uint8_t>(kDLBfloat), 16, 1};
   }
 }
 
@@ -88,8 +91,7 @@ struct Tensor {
     if (t.dtype.code != t0.dtype.code || t.dtype.bits != t0.dtype.bits || t.dtype.lanes != t0.dtype.lanes)
       return p + "dtype (code " + std::to_string(t0.dtype.code) + " bits " + std::to_string(t0.dtype.bits) +
              " -> code " + std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits) + ")";
-    if (t.device.device_type != t0.device.device_type || t.device.device_id != t0.device.device_id)
-      return p + "device";
+    if (t.device.device_type != t0.device.device_type || t.device.device_id != t0.device.device_id) return p + "device";
     if (t.shape != t0.shape || t.strides != t0.strides) return p + "shape/strides pointer";
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] != shape0[i])
@@ -134,8 +136,8 @@ void serve(const Request& rq, std::vector<unsigned char>& in) {
     }
   } cleanup{ins};
   if (run && at != rq.payload) {
-    respond(kBadRequest, "request carries " + std::to_string(rq.payload) + " input bytes, expected " +
-                             std::to_string(at));
+    respond(kBadRequest,
+            "request carries " + std::to_string(rq.payload) + " input bytes, expected " + std::to_string(at));
     return;
   }
   std::size_t out_n = 1;
@@ -181,9 +183,9 @@ bool load(const char* path) {
   }
   auto* version = reinterpret_cast<kvconf_plugin_abi_version_fn>(dlsym(h, KVCONF_PLUGIN_ABI_VERSION_SYMBOL));
   auto* reg = reinterpret_cast<kvconf_plugin_register_fn>(dlsym(h, KVCONF_PLUGIN_REGISTER_SYMBOL));
-  for (auto [fn, name] : {std::pair<void*, const char*>{reinterpret_cast<void*>(version),
-                                                         KVCONF_PLUGIN_ABI_VERSION_SYMBOL},
-                          {reinterpret_cast<void*>(reg), KVCONF_PLUGIN_REGISTER_SYMBOL}})
+  for (auto [fn, name] :
+       {std::pair<void*, const char*>{reinterpret_cast<void*>(version), KVCONF_PLUGIN_ABI_VERSION_SYMBOL},
+        {reinterpret_cast<void*>(reg), KVCONF_PLUGIN_REGISTER_SYMBOL}})
     if (fn == nullptr) {
       respond(kLoadError, std::string("missing symbol ") + name +
                               " (a plugin exports kvconf_plugin_abi_version and kvconf_plugin_register, "
@@ -192,8 +194,8 @@ bool load(const char* path) {
     }
   const std::uint32_t v = version();
   if (v != KVCONF_PLUGIN_ABI_VERSION) {
-    respond(kLoadError, "ABI version " + std::to_string(v) + ", expected " +
-                            std::to_string(KVCONF_PLUGIN_ABI_VERSION) + " (KVCONF_PLUGIN_ABI_VERSION of this kvconf)");
+    respond(kLoadError, "ABI version " + std::to_string(v) + ", expected " + std::to_string(KVCONF_PLUGIN_ABI_VERSION) +
+                            " (KVCONF_PLUGIN_ABI_VERSION of this kvconf)");
     return false;
   }
   const kvconf_host host{KVCONF_PLUGIN_ABI_VERSION, KVCONF_VERSION};
@@ -230,10 +232,10 @@ bool load(const char* path) {
     e.deterministic = k.deterministic;
     e.exp_error_ulps = k.exp_error_ulps;
     if (k.mirrors) e.mirrors.assign(k.mirrors, strnlen(k.mirrors, 1024));
-    e.has_run = k.kind == KVCONF_KIND_GEMM ? k.gemm_run != nullptr
+    e.has_run = k.kind == KVCONF_KIND_GEMM   ? k.gemm_run != nullptr
                 : k.kind == KVCONF_KIND_NORM ? k.norm_run != nullptr
                                              : k.attention_run != nullptr;
-    e.has_supports = k.kind == KVCONF_KIND_GEMM ? k.gemm_supports != nullptr
+    e.has_supports = k.kind == KVCONF_KIND_GEMM   ? k.gemm_supports != nullptr
                      : k.kind == KVCONF_KIND_NORM ? k.norm_supports != nullptr
                                                   : k.attention_supports != nullptr;
     table.push_back(std::move(e));

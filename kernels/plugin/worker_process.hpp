@@ -38,8 +38,8 @@ class WorkerProcess {
               std::vector<std::byte>& out);
 
  private:
-  void start();                        // spawn + hello; throws PluginError
-  std::string stop(bool kill_first);   // SIGKILL (when asked), reap; returns "killed by SIGSEGV" / "exited with 3"
+  void start();                       // spawn + hello; throws PluginError
+  std::string stop(bool kill_first);  // SIGKILL (when asked), reap; returns "killed by SIGSEGV" / "exited with 3"
   // Reads exactly n bytes before the deadline; false on EOF/error/timeout (timed_out says which).
   bool read_until(void* p, std::size_t n, double deadline, bool& timed_out);
   bool write_until(const void* p, std::size_t n, double deadline, bool& timed_out);

@@ -9,10 +9,13 @@ namespace kvconf::kernels {
 
 float fma_format(Format f, float a, float b, float c) {
   switch (f) {
-    case Format::fp32: return std::fmaf(a, b, c);
-    case Format::fp16: return round_float(f, to_float_odd(std::fma(static_cast<double>(a), static_cast<double>(b),
-                                                                   static_cast<double>(c))));
-    default: return static_cast<float>(kvconf::fma(f, a, b, c));
+    case Format::fp32:
+      return std::fmaf(a, b, c);
+    case Format::fp16:
+      return round_float(
+          f, to_float_odd(std::fma(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c))));
+    default:
+      return static_cast<float>(kvconf::fma(f, a, b, c));
   }
 }
 

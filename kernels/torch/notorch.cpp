@@ -7,8 +7,9 @@
 namespace kvconf::kernels::torch_ops {
 
 std::optional<std::string> unavailable(Device) {
-  return std::string("built without libtorch (torch not importable by KVCONF_PYTHON at configure time; run "
-                     "scripts/setup.sh)");
+  return std::string(
+      "built without libtorch (torch not importable by KVCONF_PYTHON at configure time; run "
+      "scripts/setup.sh)");
 }
 
 std::string description(Device d) { return *unavailable(d); }

@@ -91,7 +91,8 @@ void sdpa(Device d, Sdpa forced, Format f, Calling how, const AttentionCall& cal
   table(d).sdpa(forced, f, how, call, q, k_cache, v_cache, out);
 }
 
-void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w,
+            std::span<float> y) {
   table(d).linear(f, s, x, w, y);
 }
 

@@ -20,7 +20,7 @@ using torch_ops::Sdpa;
 #if defined(KVCONF_TORCH_CUDA)
 constexpr at::DeviceType kDevice = at::kCUDA;  // this build: kvconf_torch_cuda_ops
 #else
-constexpr at::DeviceType kDevice = at::kCPU;   // this build: kvconf_torch_ops
+constexpr at::DeviceType kDevice = at::kCPU;  // this build: kvconf_torch_ops
 #endif
 
 namespace {
@@ -51,10 +51,14 @@ void init_once() {
 
 at::ScalarType dtype_of(Format f) {
   switch (f) {
-    case Format::fp32: return at::kFloat;
-    case Format::bf16: return at::kBFloat16;
-    case Format::fp16: return at::kHalf;
-    default: break;
+    case Format::fp32:
+      return at::kFloat;
+    case Format::bf16:
+      return at::kBFloat16;
+    case Format::fp16:
+      return at::kHalf;
+    default:
+      break;
   }
   throw std::invalid_argument(std::string("kvconf torch kernels: format #") + std::to_string(static_cast<int>(f)) +
                               " has no torch dtype here (fp32, bf16, fp16)");
@@ -70,19 +74,25 @@ at::Tensor tensor_of(std::span<const float> x, at::IntArrayRef sizes, Format f) 
 void store(const at::Tensor& t, std::span<float> y, const char* who) {
   at::Tensor f = t.to(at::TensorOptions().dtype(at::kFloat).device(at::kCPU)).contiguous();  // synchronises
   if (static_cast<std::size_t>(f.numel()) != y.size())
-    throw std::runtime_error(std::string(who) + ": torch returned " + std::to_string(f.numel()) +
-                             " values, expected " + std::to_string(y.size()));
+    throw std::runtime_error(std::string(who) + ": torch returned " + std::to_string(f.numel()) + " values, expected " +
+                             std::to_string(y.size()));
   std::copy_n(f.data_ptr<float>(), y.size(), y.data());
 }
 
 const char* backend_name(std::int64_t b) {
   switch (static_cast<at::SDPBackend>(b)) {
-    case at::SDPBackend::math: return "math";
-    case at::SDPBackend::flash_attention: return "flash_attention";
-    case at::SDPBackend::efficient_attention: return "efficient_attention";
-    case at::SDPBackend::cudnn_attention: return "cudnn_attention";
-    case at::SDPBackend::overrideable: return "overrideable";
-    default: return "error";
+    case at::SDPBackend::math:
+      return "math";
+    case at::SDPBackend::flash_attention:
+      return "flash_attention";
+    case at::SDPBackend::efficient_attention:
+      return "efficient_attention";
+    case at::SDPBackend::cudnn_attention:
+      return "cudnn_attention";
+    case at::SDPBackend::overrideable:
+      return "overrideable";
+    default:
+      return "error";
   }
 }
 
@@ -91,8 +101,8 @@ class ForceBackend {
  public:
   explicit ForceBackend(Sdpa b) {
     auto& c = at::globalContext();
-    saved_ = {c.userEnabledFlashSDP(), c.userEnabledMathSDP(), c.userEnabledMemEfficientSDP(),
-              c.userEnabledCuDNNSDP(), c.userEnabledOverrideableSDP()};
+    saved_ = {c.userEnabledFlashSDP(), c.userEnabledMathSDP(), c.userEnabledMemEfficientSDP(), c.userEnabledCuDNNSDP(),
+              c.userEnabledOverrideableSDP()};
     c.setSDPUseFlash(b == Sdpa::flash);
     c.setSDPUseMath(b == Sdpa::math);
     c.setSDPUseMemEfficient(b == Sdpa::efficient);
@@ -245,8 +255,8 @@ void linear(Format f, const GemmShape& s, std::span<const float> x, std::span<co
   store(at::linear(xt, wt), y, "kvconf torch linear");
 }
 
-void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
-                 std::span<const float> w, std::span<float> y) {
+void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<const float> x, std::span<const float> w,
+                 std::span<float> y) {
   std::lock_guard<std::mutex> lock(torch_mutex());
   init_once();
   const auto rows = static_cast<std::int64_t>(s.rows), d = static_cast<std::int64_t>(s.d);
@@ -271,8 +281,12 @@ void hf_rms_norm(Format f, const NormShape& s, const NormParams& p, std::span<co
 
 extern "C" __attribute__((visibility("default"))) const kvconf::kernels::torch_ops::Table* kvconf_torch_ops_table() {
   namespace impl = kvconf::kernels::torch_impl;
-  static const kvconf::kernels::torch_ops::Table table{kvconf::kernels::torch_ops::kTableVersion, &impl::unavailable,
-                                                       &impl::description, &impl::sdpa_choice, &impl::sdpa,
-                                                       &impl::linear, &impl::hf_rms_norm};
+  static const kvconf::kernels::torch_ops::Table table{kvconf::kernels::torch_ops::kTableVersion,
+                                                       &impl::unavailable,
+                                                       &impl::description,
+                                                       &impl::sdpa_choice,
+                                                       &impl::sdpa,
+                                                       &impl::linear,
+                                                       &impl::hf_rms_norm};
   return &table;
 }

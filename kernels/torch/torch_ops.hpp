@@ -38,7 +38,8 @@ std::optional<std::string> sdpa_choice(Device d, Sdpa forced, Format f, const At
 void sdpa(Device d, Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
           std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out);
 // x: (m, k), w: (n, k), y: (m, n): at::linear on x viewed as (1, m, k), as an engine's hidden states.
-void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y);
+void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w,
+            std::span<float> y);
 // HF LlamaRMSNorm / Gemma2RMSNorm with torch ops. x: (rows, d), w: (d), y: (rows, d).
 void hf_rms_norm(Device d, Format f, const NormShape& s, const NormParams& p, std::span<const float> x,
                  std::span<const float> w, std::span<float> y);

@@ -27,10 +27,14 @@ using torch_ops::Sdpa;
 const char* suffix(Format f) { return f == Format::fp32 ? "f32" : f == Format::bf16 ? "bf16" : "f16"; }
 const char* sdpa_name(Sdpa b) {
   switch (b) {
-    case Sdpa::flash: return "flash";
-    case Sdpa::math: return "math";
-    case Sdpa::efficient: return "efficient";
-    case Sdpa::cudnn: return "cudnn";
+    case Sdpa::flash:
+      return "flash";
+    case Sdpa::math:
+      return "math";
+    case Sdpa::efficient:
+      return "efficient";
+    case Sdpa::cudnn:
+      return "cudnn";
   }
   return "?";
 }
@@ -65,9 +69,9 @@ AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std
     return std::nullopt;
   };
   k.pipeline = [b, f, how, info, dev](const AttentionCall& c) {
-    ref::AttentionPipeline p =
-        dev == Device::cuda ? black_box_attention_pipeline(info, c, kCudaFastExpRelError, kCudaFastExpAbsError)
-                            : black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
+    ref::AttentionPipeline p = dev == Device::cuda
+                                   ? black_box_attention_pipeline(info, c, kCudaFastExpRelError, kCudaFastExpAbsError)
+                                   : black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
     if (dev == Device::cuda) p.scale_rel_error = kCudaScaleLog2RelError;
     std::string why;
     const auto took = torch_ops::sdpa_choice(dev, b, f, c, how, &why);
@@ -75,9 +79,8 @@ AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std
     return p;
   };
   k.run = [b, f, how, dev](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                           std::span<const float> vc, std::span<float> out) {
-    torch_ops::sdpa(dev, b, f, how, c, q, kc, vc, out);
-  };
+                           std::span<const float> vc,
+                           std::span<float> out) { torch_ops::sdpa(dev, b, f, how, c, q, kc, vc, out); };
   return k;
 }
 
@@ -96,8 +99,8 @@ GemmKernel linear_kernel(Format f, Device dev = Device::cpu) {
 
 NormKernel norm_kernel(Format f, Device dev = Device::cpu) {
   NormKernel k;
-  k.info = info_of(prefix(dev) + "norm.hf_rms." + suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops",
-                   "torch", dev);
+  k.info = info_of(prefix(dev) + "norm.hf_rms." + suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops", "torch",
+                   dev);
   k.supports = [dev](const NormShape&) -> Reason { return torch_ops::unavailable(dev); };
   k.path = [f, dev](const NormShape&) {
     NormPath p = black_box_norm_path(f);
@@ -119,16 +122,19 @@ struct TorchMutant {
 std::vector<TorchMutant> torch_mutants() {
   return {
       {Calling::causal_flag_always,
-       {"torch.mutant.attn.decode_is_causal", "attention",
+       {"torch.mutant.attn.decode_is_causal",
+        "attention",
         "passes is_causal=true on every SDPA call, decode included: PyTorch aligns the causal mask top-left, so a "
         "q_len = 1 query over the cache sees key 0 only",
         {"oracle_bound", "on_off_bound"}}},
       {Calling::missing_cache_row,
-       {"torch.mutant.attn.missing_cache_row", "attention",
+       {"torch.mutant.attn.missing_cache_row",
+        "attention",
         "decode calls attend over the cache without the new token's K/V row (appended after the call)",
         {"oracle_bound", "on_off_bound"}}},
       {Calling::scale_from_hidden,
-       {"torch.mutant.attn.scale_from_hidden", "attention",
+       {"torch.mutant.attn.scale_from_hidden",
+        "attention",
         "scales the scores by 1/sqrt(n_heads·head_dim) (the hidden size) instead of 1/sqrt(head_dim)",
         {"oracle_bound"}}},
   };
@@ -178,9 +184,7 @@ Registry sweep_registry() {
   return r;
 }
 
-std::string torch_sdpa_choice(const AttentionKernel& k, const AttentionCall& call) {
-  return k.pipeline(call).name;
-}
+std::string torch_sdpa_choice(const AttentionKernel& k, const AttentionCall& call) { return k.pipeline(call).name; }
 
 void register_torch_mutant_kernels(Registry& r) {
   for (const TorchMutant& m : torch_mutants())

@@ -112,8 +112,8 @@ double thread_strided(const Terms& t, const ThreadStrided& o, std::size_t n) {
     const std::size_t W = std::min<std::size_t>(32, T);
     std::vector<double> warps(32, 0.0), lane(W);
     for (std::size_t w = 0; w < T / W; ++w) {
-      std::copy(thread.begin() + static_cast<std::ptrdiff_t>(w * W), thread.begin() + static_cast<std::ptrdiff_t>((w + 1) * W),
-                lane.begin());
+      std::copy(thread.begin() + static_cast<std::ptrdiff_t>(w * W),
+                thread.begin() + static_cast<std::ptrdiff_t>((w + 1) * W), lane.begin());
       warps[w] = halving(lane, W, C, spec.round);
     }
     if (T <= 32) return warps[0];
@@ -136,7 +136,8 @@ void check_tc_formats(const AccumSpec& spec) {
 double evaluate(const AccumSpec& spec, const Order& order, std::span<const double> x, std::span<const double> y,
                 bool is_dot) {
   if (spec.in == Format::fp64)
-    throw std::invalid_argument("kvconf::dot/sum: input format fp64 is not supported (products must be exact in double)");
+    throw std::invalid_argument(
+        "kvconf::dot/sum: input format fp64 is not supported (products must be exact in double)");
   const auto check = [&](std::span<const double> v, const char* which) {
     for (std::size_t i = 0; i < v.size(); ++i)
       if (!representable(spec.in, v[i]))
@@ -146,8 +147,9 @@ double evaluate(const AccumSpec& spec, const Order& order, std::span<const doubl
   check(x, "x");
   if (is_dot) check(y, "y");
   if (std::holds_alternative<AnyOrder>(order))
-    throw std::invalid_argument("kvconf::dot/sum: AnyOrder describes a black-box kernel for the bounds; an unknown "
-                                "order cannot be evaluated");
+    throw std::invalid_argument(
+        "kvconf::dot/sum: AnyOrder describes a black-box kernel for the bounds; an unknown "
+        "order cannot be evaluated");
   const Terms t{spec, x, y, is_dot};
   const std::size_t n = x.size();
   const auto finish = [&](double s) { return round_to(spec.out, s, spec.round); };
@@ -200,11 +202,21 @@ std::string tc_suffix(const TensorCoreParams& p) {
   s += std::to_string(p.neab);
   if (p.rounding) {
     switch (*p.rounding) {
-      case Rounding::nearest_even: s += "_rne"; break;
-      case Rounding::toward_zero: s += "_rz"; break;
-      case Rounding::up: s += "_ru"; break;
-      case Rounding::down: s += "_rd"; break;
-      case Rounding::to_odd: s += "_ro"; break;
+      case Rounding::nearest_even:
+        s += "_rne";
+        break;
+      case Rounding::toward_zero:
+        s += "_rz";
+        break;
+      case Rounding::up:
+        s += "_ru";
+        break;
+      case Rounding::down:
+        s += "_rd";
+        break;
+      case Rounding::to_odd:
+        s += "_ro";
+        break;
     }
   }
   return s;

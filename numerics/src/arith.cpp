@@ -56,13 +56,18 @@ Tailed exact_fma(double a, double b, double c) {
   const double p = a * b;  // exact for operands of <= 26 significant bits
   if (!std::isfinite(p) || !std::isfinite(c)) return {p + c, 0};
   if (std::fma(a, b, -p) != 0.0)
-    throw std::invalid_argument("kvconf::fma: a*b is not exact in double; operands must be values of a format "
-                                "with at most 26 significant bits (fp32 or narrower)");
+    throw std::invalid_argument(
+        "kvconf::fma: a*b is not exact in double; operands must be values of a format "
+        "with at most 26 significant bits (fp32 or narrower)");
   return exact_sum(p, c);
 }
 
-double add(Format f, double a, double b, RoundOptions o) { return round_to(f, signed_zero_sum(exact_sum(a, b), a, b, o), o); }
-double sub(Format f, double a, double b, RoundOptions o) { return round_to(f, signed_zero_sum(exact_sum(a, -b), a, -b, o), o); }
+double add(Format f, double a, double b, RoundOptions o) {
+  return round_to(f, signed_zero_sum(exact_sum(a, b), a, b, o), o);
+}
+double sub(Format f, double a, double b, RoundOptions o) {
+  return round_to(f, signed_zero_sum(exact_sum(a, -b), a, -b, o), o);
+}
 double mul(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_product(a, b), o); }
 double div(Format f, double a, double b, RoundOptions o) { return round_to(f, exact_quotient(a, b), o); }
 double sqrt(Format f, double a, RoundOptions o) { return round_to(f, exact_sqrt(a), o); }

@@ -34,12 +34,9 @@ FormatInfo make(std::string_view name, int exp_bits, int man_bits, NanEncoding n
 }
 
 const FormatInfo kInfo[] = {
-    make("fp8_e4m3", 4, 3, NanEncoding::fn_no_inf),
-    make("fp8_e5m2", 5, 2, NanEncoding::ieee),
-    make("bf16", 8, 7, NanEncoding::ieee),
-    make("fp16", 5, 10, NanEncoding::ieee),
-    make("fp32", 8, 23, NanEncoding::ieee),
-    make("fp64", 11, 52, NanEncoding::ieee),
+    make("fp8_e4m3", 4, 3, NanEncoding::fn_no_inf), make("fp8_e5m2", 5, 2, NanEncoding::ieee),
+    make("bf16", 8, 7, NanEncoding::ieee),          make("fp16", 5, 10, NanEncoding::ieee),
+    make("fp32", 8, 23, NanEncoding::ieee),         make("fp64", 11, 52, NanEncoding::ieee),
 };
 
 }  // namespace
@@ -53,7 +50,10 @@ const FormatInfo& info(Format f) {
 std::string_view name(Format f) { return info(f).name; }
 
 std::optional<Format> parse_format(std::string_view s) {
-  struct Alias { std::string_view text; Format f; };
+  struct Alias {
+    std::string_view text;
+    Format f;
+  };
   static constexpr Alias kAliases[] = {
       {"fp8_e4m3", Format::fp8_e4m3}, {"e4m3", Format::fp8_e4m3}, {"fp8_e5m2", Format::fp8_e5m2},
       {"e5m2", Format::fp8_e5m2},     {"bf16", Format::bf16},     {"bfloat16", Format::bf16},

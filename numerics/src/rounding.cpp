@@ -48,7 +48,7 @@ Rounded round_core(const FormatInfo& fi, Tailed v, RoundOptions o) {
   bool neg;
   std::uint64_t M;  // floor of |exact| / 2^q
   int q;
-  int cmp;          // fraction of a quantum left over: -1 below half, 0 exactly half, +1 above half
+  int cmp;  // fraction of a quantum left over: -1 below half, 0 exactly half, +1 above half
   bool inexact;
   if (x == 0.0) {
     // An exact zero double with a non-zero residual: a positive or negative value smaller than
@@ -61,7 +61,7 @@ Rounded round_core(const FormatInfo& fi, Tailed v, RoundOptions o) {
   } else {
     neg = std::signbit(x);
     int e = 0;
-    const double f = std::frexp(std::fabs(x), &e);                    // |x| = f·2^e, f in [0.5, 1)
+    const double f = std::frexp(std::fabs(x), &e);                   // |x| = f·2^e, f in [0.5, 1)
     const auto m53 = static_cast<std::uint64_t>(std::ldexp(f, 53));  // |x| = m53·2^(e-53), exact
     const int e53 = e - 53;
     const int E = e - 1;  // floor(log2 |x|)
@@ -100,19 +100,31 @@ Rounded round_core(const FormatInfo& fi, Tailed v, RoundOptions o) {
       }
     } else {
       inexact = true;
-      if (rem < half) cmp = -1;
-      else if (rem > half) cmp = +1;
-      else cmp = (tmag > 0) ? +1 : (tmag < 0 ? -1 : 0);
+      if (rem < half)
+        cmp = -1;
+      else if (rem > half)
+        cmp = +1;
+      else
+        cmp = (tmag > 0) ? +1 : (tmag < 0 ? -1 : 0);
     }
   }
 
   bool up = false;
   switch (o.mode) {
-    case Rounding::nearest_even: up = cmp > 0 || (cmp == 0 && (M & 1)); break;
-    case Rounding::toward_zero: break;
-    case Rounding::up: up = inexact && !neg; break;
-    case Rounding::down: up = inexact && neg; break;
-    case Rounding::to_odd: if (inexact) M |= 1; break;
+    case Rounding::nearest_even:
+      up = cmp > 0 || (cmp == 0 && (M & 1));
+      break;
+    case Rounding::toward_zero:
+      break;
+    case Rounding::up:
+      up = inexact && !neg;
+      break;
+    case Rounding::down:
+      up = inexact && neg;
+      break;
+    case Rounding::to_odd:
+      if (inexact) M |= 1;
+      break;
   }
   if (up) ++M;
   if (M == (std::uint64_t{1} << p)) {  // carried into the next binade
@@ -128,17 +140,22 @@ Rounded round_core(const FormatInfo& fi, Tailed v, RoundOptions o) {
 
 double value_of(const Rounded& r) {
   switch (r.kind) {
-    case Kind::zero: return r.neg ? -0.0 : 0.0;
-    case Kind::inf: return r.neg ? -HUGE_VAL : HUGE_VAL;
-    case Kind::nan: return r.neg ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
-    case Kind::finite: break;
+    case Kind::zero:
+      return r.neg ? -0.0 : 0.0;
+    case Kind::inf:
+      return r.neg ? -HUGE_VAL : HUGE_VAL;
+    case Kind::nan:
+      return r.neg ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
+    case Kind::finite:
+      break;
   }
   const double m = std::ldexp(static_cast<double>(r.M), r.q);
   return r.neg ? -m : m;
 }
 
 void check_bits_format(Format f) {
-  if (f == Format::fp64) throw std::invalid_argument("kvconf::encode/decode: fp64 bit patterns do not fit uint32_t; use std::bit_cast");
+  if (f == Format::fp64)
+    throw std::invalid_argument("kvconf::encode/decode: fp64 bit patterns do not fit uint32_t; use std::bit_cast");
 }
 
 }  // namespace
@@ -160,10 +177,14 @@ std::uint32_t encode(Format f, Tailed v, RoundOptions o) {
   const std::uint32_t sign = r.neg ? (1u << (fi.bits - 1)) : 0u;
   const std::uint32_t exp_all = (1u << fi.exp_bits) - 1;
   switch (r.kind) {
-    case Kind::zero: return sign;
-    case Kind::inf: return sign | (exp_all << fi.man_bits);
-    case Kind::nan: return sign | nan_bits(f);
-    case Kind::finite: break;
+    case Kind::zero:
+      return sign;
+    case Kind::inf:
+      return sign | (exp_all << fi.man_bits);
+    case Kind::nan:
+      return sign | nan_bits(f);
+    case Kind::finite:
+      break;
   }
   const std::uint64_t hidden = std::uint64_t{1} << (fi.p - 1);
   if (r.M < hidden) return sign | static_cast<std::uint32_t>(r.M);  // subnormal: exponent field 0

@@ -133,9 +133,9 @@ double block_unchecked(const TensorCoreParams& p, Format in, Format acc, std::sp
   const bool neg = S < 0;
   const u128 mag = neg ? static_cast<u128>(-S) : static_cast<u128>(S);
   // floor(log2 |S·2^Q|) >= emax + 1: the model's exponent reaches the all-ones code (Inf).
-  const int bitlen = 128 - (static_cast<std::uint64_t>(mag >> 64) != 0
-                                ? std::countl_zero(static_cast<std::uint64_t>(mag >> 64))
-                                : 64 + std::countl_zero(static_cast<std::uint64_t>(mag)));
+  const int bitlen =
+      128 - (static_cast<std::uint64_t>(mag >> 64) != 0 ? std::countl_zero(static_cast<std::uint64_t>(mag >> 64))
+                                                        : 64 + std::countl_zero(static_cast<std::uint64_t>(mag)));
   if (bitlen - 1 + Q >= fo.emax + 1) return neg ? -HUGE_VAL : HUGE_VAL;
 
   // S·2^Q as a double plus the sign of what the double misses (exact: |S| < 2^128, Q >= −330).
@@ -158,8 +158,8 @@ double tensor_core_block_fma(const TensorCoreParams& p, Format in, Format acc, s
                              std::span<const double> b, double c) {
   check_params(p, in, acc);
   if (a.size() != b.size())
-    throw std::invalid_argument("kvconf::tensor_core_block_fma: a and b differ in length (" +
-                                std::to_string(a.size()) + " vs " + std::to_string(b.size()) + ")");
+    throw std::invalid_argument("kvconf::tensor_core_block_fma: a and b differ in length (" + std::to_string(a.size()) +
+                                " vs " + std::to_string(b.size()) + ")");
   if (a.size() > static_cast<std::size_t>(p.k))
     throw std::invalid_argument("kvconf::tensor_core_block_fma: block of " + std::to_string(a.size()) +
                                 " products exceeds k = " + std::to_string(p.k));

@@ -88,8 +88,8 @@ std::optional<std::string> last_number(std::string_view t) {
     }
     std::size_t start = i;
     // A '-' right before the digits is a sign unless it follows a word or number character ("5-3" is a subtraction).
-    if (start > 0 && t[start - 1] == '-' &&
-        (start == 1 || !std::isalnum(static_cast<unsigned char>(t[start - 2])))) --start;
+    if (start > 0 && t[start - 1] == '-' && (start == 1 || !std::isalnum(static_cast<unsigned char>(t[start - 2]))))
+      --start;
     std::size_t j = i;
     while (j < t.size() && digit(t[j])) ++j;
     // Thousands groups: ",ddd" not followed by another digit.
@@ -113,7 +113,8 @@ std::string cut_at_stop(std::string_view text) {
 
 std::vector<Gsm8kProblem> read_gsm8k(const std::filesystem::path& jsonl) {
   std::ifstream in(jsonl, std::ios::binary);
-  if (!in) throw BadInput(jsonl.string() + ": cannot open the GSM8K file (expected a jsonl of {\"question\", \"answer\"})");
+  if (!in)
+    throw BadInput(jsonl.string() + ": cannot open the GSM8K file (expected a jsonl of {\"question\", \"answer\"})");
   std::vector<Gsm8kProblem> out;
   std::string line;
   for (std::size_t index = 0; std::getline(in, line); ++index) {
@@ -167,8 +168,8 @@ std::vector<std::size_t> exemplar_indices(std::size_t N, const std::vector<std::
     if (!in_sample.count(i)) out.push_back(i);
   if (out.size() < shots)
     throw BadInput("--shots " + std::to_string(shots) + " needs " + std::to_string(shots) +
-                   " problems outside the sample, but only " + std::to_string(out.size()) + " of " +
-                   std::to_string(N) + " are left (lower --n or --shots)");
+                   " problems outside the sample, but only " + std::to_string(out.size()) + " of " + std::to_string(N) +
+                   " are left (lower --n or --shots)");
   return out;
 }
 

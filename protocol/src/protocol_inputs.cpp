@@ -69,8 +69,8 @@ fs::path tokenizer_path(const ProtocolOptions& o) {
   return o.shared_dir / "tokenizers" / "llama2" / "tokenizer.model";
 }
 
-PromptSet resolve_prompts(const ProtocolOptions& o, const ModelSource& m, std::size_t vocab,
-                          std::size_t max_positions, std::size_t tokenizer_vocab,
+PromptSet resolve_prompts(const ProtocolOptions& o, const ModelSource& m, std::size_t vocab, std::size_t max_positions,
+                          std::size_t tokenizer_vocab,
                           const std::function<std::vector<int>(const std::string&)>& encode) {
   PromptSet s;
   s.spec = o.prompts;

@@ -51,7 +51,7 @@ std::vector<nlohmann::json> parse_lines(const std::filesystem::path& file, bool&
     try {
       out.push_back(nlohmann::json::parse(lines[i]));
     } catch (const nlohmann::json::exception& e) {  // also out_of_range: a number beyond double
-      if (torn && i + 1 == lines.size()) {  // the record being written when the run was killed
+      if (torn && i + 1 == lines.size()) {          // the record being written when the run was killed
         dropped_torn = true;
         continue;
       }

@@ -49,7 +49,8 @@ void check_options(const ProtocolOptions& o) {
   if (o.n == 0) throw BadInput("--n must be >= 1 (got 0)");
   if (o.max_new_tokens == 0) throw BadInput("--max-new-tokens must be >= 1 (got 0)");
   if (o.top_k == 0) throw BadInput("--top-k must be >= 1 (got 0)");
-  if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw BadInput("--top-p must be in (0, 1] (got " + std::to_string(o.top_p) + ")");
+  if (!(o.top_p > 0.0 && o.top_p <= 1.0))
+    throw BadInput("--top-p must be in (0, 1] (got " + std::to_string(o.top_p) + ")");
   if (!(o.temperature > 0.0) || !std::isfinite(o.temperature))
     throw BadInput("--temperature must be > 0 (got " + std::to_string(o.temperature) + ")");
   if (o.shard.count == 0 || o.shard.index >= o.shard.count)
@@ -77,13 +78,22 @@ json manifest_options(const ProtocolOptions& o, const PromptSet& ps, const fs::p
 }
 
 const char* option_flag(const std::string& field) {
-  static const std::map<std::string, const char*> flags = {
-      {"model", "--model"},         {"profiles", "--profile"},      {"strategies", "--strategies"},
-      {"prompts", "--prompts"},     {"tokenizer", "--tokenizer"},   {"n", "--n"},
-      {"sample_seed", "--sample-seed"}, {"seeds", "--seeds"},       {"max_new_tokens", "--max-new-tokens"},
-      {"top_k", "--top-k"},         {"top_p", "--top-p"},           {"temperature", "--temperature"},
-      {"shots", "--shots"},         {"layer_drift", "--no-layer-drift"}, {"shard", "--shard"},
-      {"experiments", "--experiment"}};
+  static const std::map<std::string, const char*> flags = {{"model", "--model"},
+                                                           {"profiles", "--profile"},
+                                                           {"strategies", "--strategies"},
+                                                           {"prompts", "--prompts"},
+                                                           {"tokenizer", "--tokenizer"},
+                                                           {"n", "--n"},
+                                                           {"sample_seed", "--sample-seed"},
+                                                           {"seeds", "--seeds"},
+                                                           {"max_new_tokens", "--max-new-tokens"},
+                                                           {"top_k", "--top-k"},
+                                                           {"top_p", "--top-p"},
+                                                           {"temperature", "--temperature"},
+                                                           {"shots", "--shots"},
+                                                           {"layer_drift", "--no-layer-drift"},
+                                                           {"shard", "--shard"},
+                                                           {"experiments", "--experiment"}};
   const auto it = flags.find(field);
   return it == flags.end() ? "an option" : it->second;
 }
@@ -210,8 +220,11 @@ void write_manifest(const ProtocolOptions& o, const RunSetup& s, const std::stri
   const fs::path mf = o.out / "manifest.json";
   json ids = json::array();
   for (const ProtocolPrompt& p : s.ps.prompts) ids.push_back(p.id);
-  json m = {{"schema", "kvconf.manifest/1"}, {"command", command}, {"kvconf_version", KVCONF_VERSION},
-            {"options", s.options}, {"prompt_ids", ids}};
+  json m = {{"schema", "kvconf.manifest/1"},
+            {"command", command},
+            {"kvconf_version", KVCONF_VERSION},
+            {"options", s.options},
+            {"prompt_ids", ids}};
   try {
     engine::write_file_atomic(mf, m.dump(2) + "\n");
   } catch (const std::exception& e) {

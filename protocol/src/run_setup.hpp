@@ -37,8 +37,8 @@ struct RunSetup {
   const engine::ModelConfig* cfg = nullptr;
   std::optional<engine::Tokenizer> tok;
   PromptSet ps;
-  const engine::Tokenizer* decoder = nullptr;             // answers are decoded when the tokenizer fits the model
-  nlohmann::json options;                                 // the manifest's "options" (compared on --resume)
+  const engine::Tokenizer* decoder = nullptr;  // answers are decoded when the tokenizer fits the model
+  nlohmann::json options;                      // the manifest's "options" (compared on --resume)
   // A profile that IS the fp32 reference (fp32 storage, the reference's kernels).
   bool is_reference(const std::string& profile) const;
 };

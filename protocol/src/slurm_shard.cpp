@@ -33,8 +33,10 @@ ShardChoice choose_shard(const std::string& flag, bool flag_given, const EnvLook
   const auto id = env_count(env, "SLURM_ARRAY_TASK_ID");
   const auto count = env_count(env, "SLURM_ARRAY_TASK_COUNT");
   if (!id && !count) return {parse_shard(flag), ""};
-  if (!id) throw BadInput("SLURM_ARRAY_TASK_COUNT is set but SLURM_ARRAY_TASK_ID is not: expected both" + std::string(kHint));
-  if (!count) throw BadInput("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not: expected both" + std::string(kHint));
+  if (!id)
+    throw BadInput("SLURM_ARRAY_TASK_COUNT is set but SLURM_ARRAY_TASK_ID is not: expected both" + std::string(kHint));
+  if (!count)
+    throw BadInput("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not: expected both" + std::string(kHint));
   const std::size_t min = env_count(env, "SLURM_ARRAY_TASK_MIN").value_or(0);
   const std::size_t step = env_count(env, "SLURM_ARRAY_TASK_STEP").value_or(1);
   if (*count == 0) throw BadInput("SLURM_ARRAY_TASK_COUNT=0: expected at least 1 task" + std::string(kHint));
@@ -44,7 +46,8 @@ ShardChoice choose_shard(const std::string& flag, bool flag_given, const EnvLook
   if (step != 1) from = "(" + from + ") / " + var("SLURM_ARRAY_TASK_STEP", step);
   from += " of " + var("SLURM_ARRAY_TASK_COUNT", *count);
   if (*id < min || (*id - min) % step != 0 || (*id - min) / step >= *count)
-    throw BadInput(from + ": expected the task's number (ID - MIN) / STEP to be a whole number below the count; "
+    throw BadInput(from +
+                   ": expected the task's number (ID - MIN) / STEP to be a whole number below the count; "
                    "a job array of consecutive ids (--array=0-N or A-B[:STEP]) gives that, or pass --shard I/N");
   return {Shard{(*id - min) / step, *count}, from};
 }

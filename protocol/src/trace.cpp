@@ -61,9 +61,7 @@ std::vector<int> ids(const fs::path& file, const json& obj, const std::string& n
   return out;
 }
 
-std::string short_dtype(const std::string& d) {
-  return d == "float32" ? "fp32" : d == "float16" ? "fp16" : "bf16";
-}
+std::string short_dtype(const std::string& d) { return d == "float32" ? "fp32" : d == "float16" ? "fp16" : "bf16"; }
 
 }  // namespace
 
@@ -124,7 +122,8 @@ Trace read_trace(const fs::path& file) {
   if (s.contains("top_p")) t.top_p = number(file, s["top_p"], "strategy.top_p");
   if (!(t.top_p > 0.0 && t.top_p <= 1.0)) bad(file, "strategy.top_p", "expected a number in (0, 1]");
   if (s.contains("temperature")) t.temperature = number(file, s["temperature"], "strategy.temperature");
-  if (!(t.temperature > 0.0) || !std::isfinite(t.temperature)) bad(file, "strategy.temperature", "expected a number > 0");
+  if (!(t.temperature > 0.0) || !std::isfinite(t.temperature))
+    bad(file, "strategy.temperature", "expected a number > 0");
   if (s.contains("seed")) t.seed = uint(file, s["seed"], "strategy.seed");
   t.prompt_id = str(file, m, "", "prompt_id");
   t.prompt_ids = ids(file, m, "prompt_ids", t.vocab);
@@ -143,12 +142,16 @@ Trace read_trace(const fs::path& file) {
   const engine::TensorView* lg = st->find("logits");
   if (!lg) bad(file, "logits", "missing tensor");
   if (lg->shape.size() != 2 || lg->shape[0] != T || lg->shape[1] != t.vocab)
-    bad(file, "logits", "shape [" + [&] {
-      std::string s2;
-      for (std::size_t i = 0; i < lg->shape.size(); ++i) s2 += (i ? "," : "") + std::to_string(lg->shape[i]);
-      return s2;
-    }() + "], expected [" + std::to_string(T) + "," + std::to_string(t.vocab) +
-                              "] (len(generated_ids), model.vocab_size)");
+    bad(
+        file, "logits",
+        "shape [" +
+            [&] {
+              std::string s2;
+              for (std::size_t i = 0; i < lg->shape.size(); ++i) s2 += (i ? "," : "") + std::to_string(lg->shape[i]);
+              return s2;
+            }() +
+            "], expected [" + std::to_string(T) + "," + std::to_string(t.vocab) +
+            "] (len(generated_ids), model.vocab_size)");
   t.logits_dtype = engine::dtype_name(lg->dtype);
   const std::vector<float> all = lg->to_float();
   t.logits.resize(T);
@@ -157,16 +160,18 @@ Trace read_trace(const fs::path& file) {
                        all.begin() + static_cast<std::ptrdiff_t>((r + 1) * t.vocab));
     const auto nf = std::find_if(t.logits[r].begin(), t.logits[r].end(), [](float x) { return !std::isfinite(x); });
     if (nf != t.logits[r].end())
-      bad(file, "logits", "non-finite value " + std::to_string(*nf) + " at row " + std::to_string(r) + ", column " +
-                              std::to_string(nf - t.logits[r].begin()));
+      bad(file, "logits",
+          "non-finite value " + std::to_string(*nf) + " at row " + std::to_string(r) + ", column " +
+              std::to_string(nf - t.logits[r].begin()));
   }
   if (const engine::TensorView* hs = st->find("hidden_states")) {
     if (t.n_layers == 0 || t.hidden_size == 0)
       bad(file, "model.n_layers", "required (with model.hidden_size) when the trace has hidden_states");
     const std::size_t L1 = t.n_layers + 1, H = t.hidden_size;
     if (hs->shape != std::vector<std::size_t>{T, L1, H})
-      bad(file, "hidden_states", "expected shape [" + std::to_string(T) + "," + std::to_string(L1) + "," +
-                                     std::to_string(H) + "] (T, model.n_layers + 1, model.hidden_size)");
+      bad(file, "hidden_states",
+          "expected shape [" + std::to_string(T) + "," + std::to_string(L1) + "," + std::to_string(H) +
+              "] (T, model.n_layers + 1, model.hidden_size)");
     const std::vector<float> v = hs->to_float();
     t.hidden.assign(T, std::vector<std::vector<float>>(L1));
     for (std::size_t r = 0; r < T; ++r)
@@ -182,13 +187,15 @@ Trace read_trace(const fs::path& file) {
     if (!t.cache_on) bad(file, name, "present in a cache_off trace (only the cache-ON path writes a cache)");
     if (t.n_layers == 0) bad(file, "model.n_layers", "required when the trace has k_rows and v_rows");
     if (kr->shape.size() != 3 || kr->shape[0] != t.n_layers || kr->shape[1] == 0 || kr->shape[2] == 0)
-      bad(file, "k_rows", "expected shape [" + std::to_string(t.n_layers) + ",N,D_kv] (model.n_layers, rows, kv width)");
+      bad(file, "k_rows",
+          "expected shape [" + std::to_string(t.n_layers) + ",N,D_kv] (model.n_layers, rows, kv width)");
     if (vr->shape != kr->shape) bad(file, "v_rows", "shape differs from k_rows'");
     t.kv_rows = kr->shape[1];
     t.kv_dim = kr->shape[2];
     if (t.kv_rows > t.prompt_ids.size() + T)
-      bad(file, "k_rows", std::to_string(t.kv_rows) + " rows, more than the " +
-                              std::to_string(t.prompt_ids.size() + T) + " positions of the prompt and the tokens");
+      bad(file, "k_rows",
+          std::to_string(t.kv_rows) + " rows, more than the " + std::to_string(t.prompt_ids.size() + T) +
+              " positions of the prompt and the tokens");
     t.k_rows = kr->to_float();
     t.v_rows = vr->to_float();
     for (const auto* side : {&t.k_rows, &t.v_rows})
@@ -242,8 +249,8 @@ std::vector<TracePair> read_trace_folder(const fs::path& dir) {
                        " trace for the pair of " + (*side)[0].file.string() + " (" + key + ")");
     if (ons.empty() || offs.empty()) {
       const Trace& lone = ons.empty() ? offs[0] : ons[0];
-      throw BadInput(lone.file.string() + ": no " + (ons.empty() ? "cache_on" : "cache_off") +
-                     " trace in " + dir.string() + " to pair it with (" + key + ")");
+      throw BadInput(lone.file.string() + ": no " + (ons.empty() ? "cache_on" : "cache_off") + " trace in " +
+                     dir.string() + " to pair it with (" + key + ")");
     }
     pairs.push_back(make_trace_pair(std::move(ons[0]), std::move(offs[0])));
   }

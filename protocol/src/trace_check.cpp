@@ -103,7 +103,8 @@ conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Mo
   auto replay_at = [&](std::size_t s) -> const std::vector<float>& {
     while (replay.size() <= s) {
       std::vector<int> seq = p.off.prompt_ids;
-      seq.insert(seq.end(), run.tokens_off.begin(), run.tokens_off.begin() + static_cast<std::ptrdiff_t>(replay.size()));
+      seq.insert(seq.end(), run.tokens_off.begin(),
+                 run.tokens_off.begin() + static_cast<std::ptrdiff_t>(replay.size()));
       replay.push_back(ctx->recompute(seq));
     }
     return replay[s];
@@ -150,8 +151,7 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
   }
   std::error_code ec;
   fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out))
-    throw BadInput("--out " + o.out.string() + ": cannot create the directory");
+  if (ec || !fs::is_directory(o.out)) throw BadInput("--out " + o.out.string() + ": cannot create the directory");
   const json options = {{"inputs", o.inputs}, {"model", o.model.string()}};
   const fs::path mf = o.out / "manifest.json";
   if (o.resume && fs::exists(mf, ec)) {
@@ -167,7 +167,8 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
   }
   JsonlStore store(o.out / "pairs.jsonl", o.resume,
                    [](const json& j) { return conformance::run_pair_from_json(j).key(); });
-  engine::write_file_atomic(mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}}.dump(2) + "\n");
+  engine::write_file_atomic(
+      mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}}.dump(2) + "\n");
   TraceCheckResult res;
   std::map<std::string, conformance::RunPairRecord> done;
   for (const json& j : store.records()) {

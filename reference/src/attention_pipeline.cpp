@@ -117,7 +117,7 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
   const double eps_exp = p.exp_rel_error;
   const double B = static_cast<double>(std::max<std::size_t>(p.kv_blocks, 1));
   const double phi = std::expm1(u * R) * (1.0 + eps_exp) + eps_exp;
-  const double phi_blk = pow1m(phi, B);                    // own exp and B−1 rescale factors
+  const double phi_blk = pow1m(phi, B);                                    // own exp and B−1 rescale factors
   const double phi_l = (1.0 + phi_blk) * (1.0 + pow1m(u, B - 1.0)) - 1.0;  // + rescale multiplications
   const AccumSpec row_spec{p.softmax, p.softmax, p.softmax};
   const ErrorTerms row = sum_error_terms(row_spec, Sequential{}, s.n_visible);  // any order: n − 1 adds
@@ -200,8 +200,8 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
                            (1.0 + pow1m(u, 3.0)) * (1.0 + p.denominator_eps / one_minus_lower(Lambda_S)) -
                        1.0;
   const double zeta_W = 3.0 * eta;
-  const double T = (1.0 + omega) * (1.0 + uso) * D + Wp * ((1.0 + omega) * (1.0 + uso) - 1.0) +
-                   (1.0 + omega) * eso + zeta_W * S * Ocap;
+  const double T = (1.0 + omega) * (1.0 + uso) * D + Wp * ((1.0 + omega) * (1.0 + uso) - 1.0) + (1.0 + omega) * eso +
+                   zeta_W * S * Ocap;
   const double sum_WO = (1.0 + omega) * ((1.0 + uso) * (Wp + D) + eso) + zeta_W * S * Ocap;
   const double gC = gamma(static_cast<std::size_t>(S) + 1, u);
   const double comb = gC * sum_WO + 2.0 * (S + 1.0) * eta;
@@ -211,8 +211,7 @@ double attention_pipeline_bound(const AttentionPipeline& p, const AttentionParam
 }
 
 AttentionElementStats element_stats(const AttentionResult& r, std::span<const double> v, const AttentionShape& shape,
-                                    const AttentionParams& params, std::size_t row, std::size_t head,
-                                    std::size_t col) {
+                                    const AttentionParams& params, std::size_t row, std::size_t head, std::size_t col) {
   if (row >= shape.n_q || head >= shape.n_heads || col >= shape.d_v || shape.n_kv_heads == 0 ||
       shape.n_heads % shape.n_kv_heads != 0)
     throw std::invalid_argument("kvconf::ref::element_stats: element (row, head, col) outside the shape");

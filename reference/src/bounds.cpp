@@ -97,8 +97,7 @@ ErrorTerms tensor_core_terms(const TensorCoreParams& p, Format in, Format acc, s
 template <class GammaAcc>
 ErrorTerms terms_impl(const AccumSpec& s, const Order& order, std::size_t n, double max_abs, bool dot,
                       GammaAcc gamma_acc) {
-  if (s.in == Format::fp64)
-    throw std::invalid_argument("kvconf::ref bounds: input format fp64 is not supported");
+  if (s.in == Format::fp64) throw std::invalid_argument("kvconf::ref bounds: input format fp64 is not supported");
   const double u_acc = unit_roundoff(s.acc, s.round);
   const double eta_acc = underflow_unit(s.acc, s.round);
   if (!dot) max_abs = std::max(std::min(max_abs, info(s.in).max_finite), 1.0);  // sums: terms x_i·1
@@ -210,7 +209,8 @@ std::size_t roundings_per_term(const AccumSpec& s, const Order& order, std::size
   }
   if (const auto* o = std::get_if<SplitK>(&order)) {
     if (o->s < 1) throw std::invalid_argument("kvconf::ref bounds: SplitK slice count s must be >= 1, got 0");
-    if (o->tensor_core) throw std::invalid_argument("kvconf::ref::roundings_per_term: tensor-core slices are not a chain");
+    if (o->tensor_core)
+      throw std::invalid_argument("kvconf::ref::roundings_per_term: tensor-core slices are not a chain");
     const std::size_t L = ceil_div(n, o->s);
     const std::size_t in_slice = leaf + (L - 1);
     return o->combine == SplitKCombine::accumulator ? in_slice + (ceil_div(n, L) - 1) : in_slice;
@@ -223,7 +223,9 @@ ThreadStridedRoundings thread_strided_roundings(const AccumSpec& s, const Thread
   if (V < 1 || I < 1) throw std::invalid_argument("kvconf::ref bounds: ThreadStrided vec and interleave must be >= 1");
   const bool ok = o.tree == ThreadTree::warp_first ? (T >= 1 && ((T <= 32 && is_pow2(T)) || (T % 32 == 0 && T <= 1024)))
                                                    : (is_pow2(T) && T <= 1024);
-  if (!ok) throw std::invalid_argument("kvconf::ref bounds: ThreadStrided thread count " + std::to_string(T) + " is not allowed");
+  if (!ok)
+    throw std::invalid_argument("kvconf::ref bounds: ThreadStrided thread count " + std::to_string(T) +
+                                " is not allowed");
   if (n == 0) return {};
   const std::size_t leaf = leaf_relatively_exact(s, dot) ? 0 : 1;
   const std::size_t G = ceil_div(n, V);
@@ -285,12 +287,14 @@ double higham_mary_gamma(std::size_t m, double lambda, double u) {
 ErrorTerms probabilistic_dot_error_terms(const AccumSpec& spec, const Order& order, std::size_t n,
                                          double failure_probability) {
   if (spec.round.mode != Rounding::nearest_even)
-    throw std::invalid_argument("kvconf::ref::probabilistic_dot_error_terms: the Higham–Mary model needs "
-                                "round-to-nearest (directed rounding errors are not mean-zero)");
+    throw std::invalid_argument(
+        "kvconf::ref::probabilistic_dot_error_terms: the Higham–Mary model needs "
+        "round-to-nearest (directed rounding errors are not mean-zero)");
   if (std::holds_alternative<TensorCore>(order) ||
       (std::holds_alternative<SplitK>(order) && std::get<SplitK>(order).tensor_core))
-    throw std::invalid_argument("kvconf::ref::probabilistic_dot_error_terms: tensor-core truncation is biased; "
-                                "use dot_error_terms");
+    throw std::invalid_argument(
+        "kvconf::ref::probabilistic_dot_error_terms: tensor-core truncation is biased; "
+        "use dot_error_terms");
   const double u = unit_roundoff(spec.acc, spec.round);
   const double lambda = higham_mary_lambda(std::max<std::size_t>(n, 1), failure_probability, u);
   return scaled(terms_impl(spec, order, n, kUnknown, true,

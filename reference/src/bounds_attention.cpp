@@ -48,8 +48,7 @@ double score_error_bound(const ScoreErrorInputs& in) {
 SoftmaxErrors softmax_errors(const SoftmaxErrorInputs& in) {
   check_nonneg(in.score_range, "score_range");
   check_nonneg(in.exp_rel_error, "exp_rel_error");
-  if (std::isinf(in.row_sum.rel) || std::isinf(in.row_sum.abs) || std::isinf(in.score_range))
-    return {kInf, kInf, kInf};
+  if (std::isinf(in.row_sum.rel) || std::isinf(in.row_sum.abs) || std::isinf(in.score_range)) return {kInf, kInf, kInf};
   const double u = unit_roundoff(in.fmt, in.round);
   const double eta = underflow_unit(in.fmt, in.round);
   const double n = static_cast<double>(in.n);
@@ -57,14 +56,13 @@ SoftmaxErrors softmax_errors(const SoftmaxErrorInputs& in) {
   const double omega = u * in.score_range;
   const double phi = std::expm1(omega) * (1.0 + in.exp_rel_error) + in.exp_rel_error;
   // l̂ = L(1+λ), L = Σ e_j >= 1 (the maximum contributes exp(0) = 1).
-  const double Lambda =
-      phi + in.row_sum.rel * (1.0 + phi) + n * eta * (1.0 + in.row_sum.rel) + in.row_sum.abs;
+  const double Lambda = phi + in.row_sum.rel * (1.0 + phi) + n * eta * (1.0 + in.row_sum.rel) + in.row_sum.abs;
   if (!(Lambda < 1.0)) return {kInf, kInf, kInf};
   const double one_minus = one_minus_lower(Lambda);
   SoftmaxErrors r;
   r.norm_rel = safe(Lambda);
   if (in.normalize_before_pv) {
-    r.weight_rel = safe(phi + u + phi * u);             // (1+φ)(1+δ_div) − 1
+    r.weight_rel = safe(phi + u + phi * u);  // (1+φ)(1+δ_div) − 1
     r.weight_abs = safe(eta * (1.0 + u) / one_minus + eta);
   } else {
     r.weight_rel = safe(phi);
@@ -103,7 +101,7 @@ double attention_error_bound(const AttentionErrorInputs& in) {
   const double kappa = sm.weight_rel + uP + sm.weight_rel * uP;
   const double zeta = sm.weight_abs * (1.0 + uP) + etaP / one_minus;
   const double Dw = (kappa * Wp + Lambda * Op) / one_minus + zeta * in.sum_abs_v;  // |Σ w̃_j v_j − o'|
-  const double M = (1.0 + kappa) * Wp / one_minus + zeta * in.sum_abs_v;          // Σ |w̃_j v_j|
+  const double M = (1.0 + kappa) * Wp / one_minus + zeta * in.sum_abs_v;           // Σ |w̃_j v_j|
   const double Dacc = in.pv.rel * M + in.pv.abs / one_minus;
   const double D = D1 + Dw + Dacc;
   const double cf = (1.0 + ud) * (1.0 + uo);

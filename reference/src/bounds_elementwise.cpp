@@ -124,7 +124,7 @@ double gelu_tanh_error_bound(Format storage, double x, const GeluTanh& exact, do
   if (!std::isfinite(x) || std::fabs(x) > 0x1p40) return kInf;
   if (!(tanh_rel_error >= 0.0 && tanh_rel_error < 0.5)) throw std::invalid_argument(std::string(kFn) + ": tanh error");
   const double u = kU, eta = kEta;
-  const double up = 1.0 + 0x1p-50;  // covers the double rounding of a product or sum of two terms below
+  const double up = 1.0 + 0x1p-50;    // covers the double rounding of a product or sum of two terms below
   const double beta = 0.79788456081;  // > √(2/π) = 0.797884560802865...; |β̂ − β| <= u·β
   const double kappa = 0.044715 * up;
   const double g2 = 2.0 * u / (1.0 - 2.0 * u);

@@ -41,7 +41,7 @@ RmsNormErrorTerms rms_norm_error_terms(const RmsNormErrorInputs& in) {
   const RmsNormErrorTerms vacuous{kInf, kInf, kInf};
   if (std::isinf(in.sum_terms.rel) || std::isinf(in.sum_terms.abs) || std::isinf(in.sum_sq)) return vacuous;
 
-  const double u = unit_roundoff(Format::fp32);   // 2^-24
+  const double u = unit_roundoff(Format::fp32);     // 2^-24
   const double eta = underflow_unit(Format::fp32);  // 2^-150
   const double d = static_cast<double>(in.d);
   // f̂ = fl32(1/d) is exact when d is a power of two (d < 2^126).

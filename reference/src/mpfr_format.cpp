@@ -21,8 +21,10 @@ double overflow_value(const FormatInfo& fi, bool neg, RoundOptions o) {
   const bool to_max = o.saturate || o.mode == Rounding::toward_zero || o.mode == Rounding::to_odd ||
                       (o.mode == Rounding::up && neg) || (o.mode == Rounding::down && !neg);
   double m;
-  if (to_max) m = fi.max_finite;
-  else m = fi.has_inf() ? HUGE_VAL : std::numeric_limits<double>::quiet_NaN();
+  if (to_max)
+    m = fi.max_finite;
+  else
+    m = fi.has_inf() ? HUGE_VAL : std::numeric_limits<double>::quiet_NaN();
   return neg ? -m : m;
 }
 
@@ -30,16 +32,22 @@ double overflow_value(const FormatInfo& fi, bool neg, RoundOptions o) {
 
 mpfr_rnd_t to_mpfr(Rounding r) {
   switch (r) {
-    case Rounding::nearest_even: return MPFR_RNDN;
-    case Rounding::toward_zero: return MPFR_RNDZ;
-    case Rounding::up: return MPFR_RNDU;
-    case Rounding::down: return MPFR_RNDD;
-    case Rounding::to_odd: break;
+    case Rounding::nearest_even:
+      return MPFR_RNDN;
+    case Rounding::toward_zero:
+      return MPFR_RNDZ;
+    case Rounding::up:
+      return MPFR_RNDU;
+    case Rounding::down:
+      return MPFR_RNDD;
+    case Rounding::to_odd:
+      break;
   }
   throw std::invalid_argument("kvconf::ref::to_mpfr: round-to-odd has no MPFR rounding mode");
 }
 
-ExponentRange::ExponentRange(mpfr_exp_t emin, mpfr_exp_t emax) : old_emin_(mpfr_get_emin()), old_emax_(mpfr_get_emax()) {
+ExponentRange::ExponentRange(mpfr_exp_t emin, mpfr_exp_t emax)
+    : old_emin_(mpfr_get_emin()), old_emax_(mpfr_get_emax()) {
   if (mpfr_set_emin(emin) != 0 || mpfr_set_emax(emax) != 0)
     throw std::invalid_argument("kvconf::ref::ExponentRange: exponent range not supported by MPFR");
 }
@@ -62,8 +70,7 @@ static double finish(const FormatInfo& fi, mpfr_t y, int inex, mpfr_rnd_t rnd, R
   double d = mpfr_get_d(y, MPFR_RNDN);  // exact: p <= 53 and within double's range
   if (o.mode == Rounding::to_odd && inex != 0) {
     // RZ result with the last significand bit forced to 1.
-    const double ulp = (std::fabs(d) < fi.min_normal) ? fi.min_subnormal
-                                                      : std::ldexp(1.0, std::ilogb(d) - fi.man_bits);
+    const double ulp = (std::fabs(d) < fi.min_normal) ? fi.min_subnormal : std::ldexp(1.0, std::ilogb(d) - fi.man_bits);
     const double k = std::fabs(d) / ulp;  // integer significand at this quantum
     if (std::fmod(k, 2.0) == 0.0) d = neg ? -(std::fabs(d) + ulp) : std::fabs(d) + ulp;
   }
@@ -95,12 +102,24 @@ double op_mpfr(Format f, Op op, double a, double b, double c, RoundOptions o) {
   Mp y(fi.p);
   int inex = 0;
   switch (op) {
-    case Op::add: inex = mpfr_add(y.v, A.v, B.v, rnd); break;
-    case Op::sub: inex = mpfr_sub(y.v, A.v, B.v, rnd); break;
-    case Op::mul: inex = mpfr_mul(y.v, A.v, B.v, rnd); break;
-    case Op::div: inex = mpfr_div(y.v, A.v, B.v, rnd); break;
-    case Op::sqrt: inex = mpfr_sqrt(y.v, A.v, rnd); break;
-    case Op::fma: inex = mpfr_fma(y.v, A.v, B.v, C.v, rnd); break;
+    case Op::add:
+      inex = mpfr_add(y.v, A.v, B.v, rnd);
+      break;
+    case Op::sub:
+      inex = mpfr_sub(y.v, A.v, B.v, rnd);
+      break;
+    case Op::mul:
+      inex = mpfr_mul(y.v, A.v, B.v, rnd);
+      break;
+    case Op::div:
+      inex = mpfr_div(y.v, A.v, B.v, rnd);
+      break;
+    case Op::sqrt:
+      inex = mpfr_sqrt(y.v, A.v, rnd);
+      break;
+    case Op::fma:
+      inex = mpfr_fma(y.v, A.v, B.v, C.v, rnd);
+      break;
   }
   return finish(fi, y.v, inex, rnd, o);
 }

@@ -76,8 +76,10 @@ void RowEval::run(std::size_t i, std::size_t h, AttentionResult& res) {
     const std::vector<std::size_t> all = pending_;
     pending_.clear();
     // level0 pushes the columns it could not certify into pending_.
-    if (level0(out)) first_done = true;
-    else pending_ = all;
+    if (level0(out))
+      first_done = true;
+    else
+      pending_ = all;
   } else {
     for (std::size_t c = 0; c < sh.d_v; ++c) pending_.push_back(c);
   }
@@ -129,10 +131,8 @@ using attention_impl::kFn;
 using attention_impl::RowEval;
 using attention_impl::Setup;
 
-
 AttentionResult attention(std::span<const double> q, std::span<const double> k, std::span<const double> v,
-                          const AttentionShape& sh, const AttentionParams& pr, Format in,
-                          const OracleOptions& op) {
+                          const AttentionShape& sh, const AttentionParams& pr, Format in, const OracleOptions& op) {
   using detail::checked_mul;
   if (sh.d < 1) throw std::invalid_argument(std::string(kFn) + ": d must be >= 1");
   if (sh.d_v < 1) throw std::invalid_argument(std::string(kFn) + ": d_v must be >= 1");

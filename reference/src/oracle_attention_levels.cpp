@@ -46,9 +46,9 @@ bool RowEval::level0(Outputs& out) {
       const i128 dd = D_[j] - D_[m_];
       const auto a = static_cast<detail::u128>(dd < 0 ? -dd : dd);
       std::uint64_t k = 0, f64 = 0;
-      Et_[j] = (s_.sgn == 0 || a == 0) ? (std::uint64_t{1} << F)
+      Et_[j] = (s_.sgn == 0 || a == 0)                       ? (std::uint64_t{1} << F)
                : detail::apply_yscale(ys_, a, lim, &k, &f64) ? detail::fixed_exp2_neg_parts(k, f64, F)
-                                                              : 0;
+                                                             : 0;
     }
   }
   if (!caseA) begin_logits(192);
@@ -113,8 +113,8 @@ bool RowEval::level0(Outputs& out) {
   for (std::size_t c = 0; c < dv; ++c) {
     const i128 av = AV[c];
     const i128 nl = Nc_[c] - eta * av, nh = Nc_[c] + eta * av;
-    const double approx = pev_ok ? static_cast<double>(Nc_[c]) / Sd * pev
-                                 : std::ldexp(static_cast<double>(Nc_[c]) / Sd, ev);
+    const double approx =
+        pev_ok ? static_cast<double>(Nc_[c]) / Sd * pev : std::ldexp(static_cast<double>(Nc_[c]) / Sd, ev);
     // Double bracket: each quotient carries <= 3 roundings (2 conversions, 1 division) and the
     // widening ql − |ql|·2^-50 itself one more; (1 + 2^-53)^4 · (1 − 2^-50) < 1, so widening by 2^-50
     // relative still covers all four. Only used away from the subnormal range.
@@ -247,7 +247,8 @@ void RowEval::rational(Outputs& out) {
   std::vector<std::size_t> order(nv_);
   std::iota(order.begin(), order.end(), std::size_t{0});
   if (s_.sgn != 0) {
-    if (s_.int_qk) std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return D_[a] < D_[b]; });
+    if (s_.int_qk)
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return D_[a] < D_[b]; });
     else
       std::sort(order.begin(), order.end(),
                 [&](std::size_t a, std::size_t b) { return mpfr_less_p(Dm_[a].get(), Dm_[b].get()) != 0; });
@@ -299,8 +300,8 @@ void RowEval::rational(Outputs& out) {
     for (std::size_t g = 0; g < ng && rat; ++g) {
       if (g == g0) continue;
       gsum(g, sg.get());
-      mpfr_mul_ui(lhs.get(), sg.get(), n0, MPFR_RNDN);                         // exact
-      mpfr_mul_ui(rhs.get(), s0.get(), gbeg[g + 1] - gbeg[g], MPFR_RNDN);      // exact
+      mpfr_mul_ui(lhs.get(), sg.get(), n0, MPFR_RNDN);                     // exact
+      mpfr_mul_ui(rhs.get(), s0.get(), gbeg[g + 1] - gbeg[g], MPFR_RNDN);  // exact
       rat = mpfr_equal_p(lhs.get(), rhs.get()) != 0;
     }
     if (!rat) {

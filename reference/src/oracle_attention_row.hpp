@@ -16,7 +16,7 @@ namespace kvconf::ref::attention_impl {
 
 using detail::i128;
 inline constexpr char kFn[] = "kvconf::ref::attention";
-inline constexpr mpfr_prec_t kYPrec = 128;        // precision of ŷ for the fixed-point exp
+inline constexpr mpfr_prec_t kYPrec = 128;  // precision of ŷ for the fixed-point exp
 inline constexpr mpfr_prec_t kFirstMpfrLevel = 128;
 
 // Everything about one call that does not depend on the row.
@@ -24,21 +24,21 @@ struct Setup {
   AttentionShape sh;
   AttentionParams pr;
   OracleOptions op;
-  std::span<const double> q, k, v;   // q: (n_q, H, d), k: (n_kv, Hk, d), v: (n_kv, Hk, d_v)
-  std::size_t group = 1;             // n_heads / n_kv_heads
-  int sgn = 1;                       // sign of the effective scale (0: all logits equal)
+  std::span<const double> q, k, v;  // q: (n_q, H, d), k: (n_kv, Hk, d), v: (n_kv, Hk, d_v)
+  std::size_t group = 1;            // n_heads / n_kv_heads
+  int sgn = 1;                      // sign of the effective scale (0: all logits equal)
   // Exact scores. Int path: q = Q·2^lo_q, k = K·2^lo_k with integers |Q|, |K| < 2^62 (converted on
   // the fly by the exact multiplications q·sq, k·sk), q·k = D·2^E.
   bool int_qk = false;
-  bool qk64 = false;                 // |D| and Σ|Q K| fit int64 (else int128)
-  double sq = 0, sk = 0;             // 2^-lo_q, 2^-lo_k
+  bool qk64 = false;      // |D| and Σ|Q K| fit int64 (else int128)
+  double sq = 0, sk = 0;  // 2^-lo_q, 2^-lo_k
   int E = 0;
-  mpfr_prec_t dprec = 0;             // general path: precision holding any D_j or D_j − D_m exactly
+  mpfr_prec_t dprec = 0;  // general path: precision holding any D_j or D_j − D_m exactly
   // Values: V = v·sv integers (level 0).
   detail::Range rv;
-  int F = 0;                         // level-0 fraction bits; 0 = level 0 unavailable
-  double sv = 0;                     // 2^-rv.lo
-  bool av64 = false;                 // Σ_j |V_jc| fits int64
+  int F = 0;          // level-0 fraction bits; 0 = level 0 unavailable
+  double sv = 0;      // 2^-rv.lo
+  bool av64 = false;  // Σ_j |V_jc| fits int64
 
   const double* krow(std::size_t j, std::size_t g) const { return k.data() + (j * sh.n_kv_heads + g) * sh.d; }
   const double* vrow(std::size_t j, std::size_t g) const { return v.data() + (j * sh.n_kv_heads + g) * sh.d_v; }
@@ -123,12 +123,16 @@ class RowEval {
     return mpfr_equal_p(Dm_[a].get(), Dm_[b].get()) != 0;
   }
   void delta(std::size_t j, mpfr_ptr r) {  // r = D_j − D_m exactly
-    if (s_.int_qk) detail::set_i128(r, D_[j] - D_[m_]);
-    else mpfr_sub(r, Dm_[j].get(), Dm_[m_].get(), MPFR_RNDN);
+    if (s_.int_qk)
+      detail::set_i128(r, D_[j] - D_[m_]);
+    else
+      mpfr_sub(r, Dm_[j].get(), Dm_[m_].get(), MPFR_RNDN);
   }
   void value(std::size_t j, mpfr_ptr r) {  // r = D_j exactly
-    if (s_.int_qk) detail::set_i128(r, D_[j]);
-    else mpfr_set(r, Dm_[j].get(), MPFR_RNDN);
+    if (s_.int_qk)
+      detail::set_i128(r, D_[j]);
+    else
+      mpfr_set(r, Dm_[j].get(), MPFR_RNDN);
   }
 
   // --- logit differences at working precision Pw -----------------------------------------------
@@ -163,10 +167,10 @@ class RowEval {
   std::vector<std::int64_t> Qr_, Qa_;  // (d) the query row as integers, and |.|
   std::vector<Mpfr> e_, prods_;        // (nv) MPFR-level ê_j and products
   std::vector<mpfr_ptr> eptr_, pptr_;
-  std::vector<std::size_t> kept_;      // (nv) indices of kept keys in the MPFR level
-  std::vector<std::size_t> pending_;   // columns not yet certified
-  std::vector<double> best_;           // (d_v) best available rounding of a pending column
-  std::vector<double> o_;              // (d_v) approximations of o_c (conditions)
+  std::vector<std::size_t> kept_;     // (nv) indices of kept keys in the MPFR level
+  std::vector<std::size_t> pending_;  // columns not yet certified
+  std::vector<double> best_;          // (d_v) best available rounding of a pending column
+  std::vector<double> o_;             // (d_v) approximations of o_c (conditions)
   // logit state
   mpfr_prec_t Pw_ = 0;
   bool tau_exact_ = true;

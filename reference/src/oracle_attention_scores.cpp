@@ -51,8 +51,7 @@ void RowEval::scores() {
   } else {
     detail::ExactDot ed;
     const double* qr = s_.q.data() + (i_ * s_.sh.n_heads + h_) * d;
-    for (std::size_t j = 0; j < nv_; ++j)
-      ed.compute(Dm_[j].get(), qr, 1, s_.krow(jl_ + j, g_), 1, d, &Dabs_d_[j]);
+    for (std::size_t j = 0; j < nv_; ++j) ed.compute(Dm_[j].get(), qr, 1, s_.krow(jl_ + j, g_), 1, d, &Dabs_d_[j]);
     m_ = 0;
     for (std::size_t j = 1; j < nv_; ++j) {
       const int c = mpfr_cmp(Dm_[j].get(), Dm_[m_].get());

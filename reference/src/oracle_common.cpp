@@ -35,12 +35,10 @@ void check_size(std::string_view fn, std::string_view arg, std::size_t size, std
                 std::string_view expected_text) {
   if (size == expected) return;
   throw std::invalid_argument(std::string(fn) + ": " + std::string(arg) + " has " + std::to_string(size) +
-                              " values, expected " + std::string(expected_text) + " = " +
-                              std::to_string(expected));
+                              " values, expected " + std::string(expected_text) + " = " + std::to_string(expected));
 }
 
-Range check_values(std::string_view fn, std::string_view arg, std::span<const double> x, Format f,
-                   bool allow_neg_inf) {
+Range check_values(std::string_view fn, std::string_view arg, std::span<const double> x, Format f, bool allow_neg_inf) {
   const FormatInfo& fi = info(f);
   const int min_lsb = fi.emin - fi.man_bits;
   int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
@@ -60,12 +58,15 @@ Range check_values(std::string_view fn, std::string_view arg, std::span<const do
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", v);
     std::string why;
-    if (std::isnan(v)) why = " is NaN (the oracle certifies finite inputs only)";
-    else if (std::isinf(v)) why = allow_neg_inf ? " is +inf (only -inf, meaning masked, is allowed)"
-                                                : " is infinite (the oracle certifies finite inputs only)";
-    else why = " is not representable in " + std::string(name(f));
-    throw std::invalid_argument(std::string(fn) + ": " + std::string(arg) + "[" + std::to_string(i) +
-                                "] = " + buf + why);
+    if (std::isnan(v))
+      why = " is NaN (the oracle certifies finite inputs only)";
+    else if (std::isinf(v))
+      why = allow_neg_inf ? " is +inf (only -inf, meaning masked, is allowed)"
+                          : " is infinite (the oracle certifies finite inputs only)";
+    else
+      why = " is not representable in " + std::string(name(f));
+    throw std::invalid_argument(std::string(fn) + ": " + std::string(arg) + "[" + std::to_string(i) + "] = " + buf +
+                                why);
   }
   if (lo > hi) return {0, 0};  // all zero (or masked)
   return {lo, hi};
@@ -201,7 +202,7 @@ std::uint64_t fixed_exp2_neg_parts(std::uint64_t k, std::uint64_t f64, int F) {
   const std::uint64_t G = f64 & ((std::uint64_t{1} << 56) - 1);
   std::uint64_t t = tb.A[6];
   for (int j = 5; j >= 0; --j) t = tb.A[j] - static_cast<std::uint64_t>((static_cast<u128>(t) * G) >> 64);
-  const u128 M = (static_cast<u128>(tb.T[i]) * t) >> 63;  // <= 2^63
+  const u128 M = (static_cast<u128>(tb.T[i]) * t) >> 63;                        // <= 2^63
   const unsigned s = static_cast<unsigned>(63 - F) + static_cast<unsigned>(k);  // 1 <= s <= 64
   return static_cast<std::uint64_t>((M + (static_cast<u128>(1) << (s - 1))) >> s);
 }
@@ -239,9 +240,14 @@ bool apply_yscale(const YScale& s, u128 a, std::uint64_t limit, std::uint64_t* k
   const u128 p10 = static_cast<u128>(a1) * k0, p11 = static_cast<u128>(a1) * k1;
   const u128 mid = (p00 >> 64) + static_cast<std::uint64_t>(p01) + static_cast<std::uint64_t>(p10);
   const u128 mid2 = (mid >> 64) + (p01 >> 64) + (p10 >> 64) + static_cast<std::uint64_t>(p11);
-  const std::uint64_t L[8] = {static_cast<std::uint64_t>(p00), static_cast<std::uint64_t>(mid),
+  const std::uint64_t L[8] = {static_cast<std::uint64_t>(p00),
+                              static_cast<std::uint64_t>(mid),
                               static_cast<std::uint64_t>(mid2),
-                              static_cast<std::uint64_t>((mid2 >> 64) + (p11 >> 64)), 0, 0, 0, 0};
+                              static_cast<std::uint64_t>((mid2 >> 64) + (p11 >> 64)),
+                              0,
+                              0,
+                              0,
+                              0};
   // r = bits [sh, sh + 256) of the product, as four limbs (the product has 256 bits).
   if (s.sh >= 256) {
     *k = 0;
@@ -250,8 +256,7 @@ bool apply_yscale(const YScale& s, u128 a, std::uint64_t limit, std::uint64_t* k
   }
   const int w = s.sh / 64, b = s.sh % 64;
   std::uint64_t r[4];
-  for (int t = 0; t < 4; ++t)
-    r[t] = b == 0 ? L[w + t] : (L[w + t] >> b) | (L[w + t + 1] << (64 - b));
+  for (int t = 0; t < 4; ++t) r[t] = b == 0 ? L[w + t] : (L[w + t] >> b) | (L[w + t + 1] << (64 - b));
   if ((r[2] | r[3]) != 0 || r[1] >= limit) return false;
   *k = r[1];
   *f64 = r[0];
@@ -269,8 +274,10 @@ static bool same(double a, double b) { return a == b || (std::isnan(a) && std::i
 static double inner_limit(Format f, RoundOptions o, mpfr_srcptr x, bool up) {
   Mpfr t(std::max<mpfr_prec_t>(mpfr_get_prec(x), 64) + 64);
   mpfr_set(t.get(), x, MPFR_RNDN);  // exact
-  if (up) mpfr_nextabove(t.get());
-  else mpfr_nextbelow(t.get());
+  if (up)
+    mpfr_nextabove(t.get());
+  else
+    mpfr_nextbelow(t.get());
   return round_mpfr(f, t.get(), o);
 }
 

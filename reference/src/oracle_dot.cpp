@@ -33,8 +33,8 @@ mpfr_prec_t exact_sum_prec(const Range& a, const Range& b, std::size_t n) {
   return static_cast<mpfr_prec_t>(std::max<long>(p, 8));
 }
 
-void ExactDot::compute(mpfr_ptr r, const double* x, std::size_t sx, const double* y, std::size_t sy,
-                       std::size_t n, double* abs_up) {
+void ExactDot::compute(mpfr_ptr r, const double* x, std::size_t sx, const double* y, std::size_t sy, std::size_t n,
+                       double* abs_up) {
   if (prods.size() < n) {
     prods.reserve(n);
     while (prods.size() < n) prods.emplace_back(106);
@@ -109,8 +109,8 @@ DotResult dot(std::span<const double> x, std::span<const double> y, Format in, c
   return r;
 }
 
-ProjectionResult project(std::span<const double> x, std::span<const double> w, std::size_t m,
-                         std::size_t n_in, std::size_t n_out, Format in, const OracleOptions& o) {
+ProjectionResult project(std::span<const double> x, std::span<const double> w, std::size_t m, std::size_t n_in,
+                         std::size_t n_out, Format in, const OracleOptions& o) {
   static constexpr char kFn[] = "kvconf::ref::project";
   detail::check_size(kFn, "x", x.size(), detail::checked_mul(kFn, m, n_in), "m*n_in");
   detail::check_size(kFn, "w", w.size(), detail::checked_mul(kFn, n_out, n_in), "n_out*n_in");

@@ -23,7 +23,8 @@ double down(mpfr_srcptr x) { return mpfr_get_d(x, MPFR_RNDD); }
 double up(mpfr_srcptr x) { return mpfr_get_d(x, MPFR_RNDU); }
 
 void require_finite(const char* fn, double x) {
-  if (!std::isfinite(x)) throw std::invalid_argument(std::string(fn) + ": input " + std::to_string(x) + " is not finite");
+  if (!std::isfinite(x))
+    throw std::invalid_argument(std::string(fn) + ": input " + std::to_string(x) + " is not finite");
 }
 
 // [lo, hi] of a sign(x)·m with m in [m_lo, m_hi] (m >= 0).
@@ -63,8 +64,10 @@ void quotient(mpfr_srcptr a, mpfr_srcptr den_lo, mpfr_srcptr den_hi, mpfr_ptr q_
 // the interval width (both are 1-Lipschitz), clamped to [−1, 1].
 Enclosure trig(bool is_cos, mpfr_srcptr a_lo, mpfr_srcptr width) {
   Mpfr f(kPrec), r(kPrec), lo(kPrec), hi(kPrec);
-  if (is_cos) mpfr_cos(f.get(), a_lo, MPFR_RNDN);
-  else mpfr_sin(f.get(), a_lo, MPFR_RNDN);
+  if (is_cos)
+    mpfr_cos(f.get(), a_lo, MPFR_RNDN);
+  else
+    mpfr_sin(f.get(), a_lo, MPFR_RNDN);
   mpfr_set_ui_2exp(r.get(), 1, -(kPrec - 1), MPFR_RNDU);
   mpfr_add(r.get(), r.get(), width, MPFR_RNDU);
   mpfr_sub(lo.get(), f.get(), r.get(), MPFR_RNDD);
@@ -98,9 +101,7 @@ double enclosure_error(double computed, const Enclosure& e) {
   return worst;
 }
 
-Enclosure around_approx(double approx) {
-  return {std::nextafter(approx, -kInf), std::nextafter(approx, kInf)};
-}
+Enclosure around_approx(double approx) { return {std::nextafter(approx, -kInf), std::nextafter(approx, kInf)}; }
 
 RopeAngle rope_angle(std::size_t pos, std::size_t i, std::size_t d, double theta) {
   static constexpr char kFn[] = "kvconf::ref::rope_angle";

@@ -37,16 +37,16 @@ unsigned boost_bits(unsigned bits) {
   return static_cast<unsigned>(boost::multiprecision::detail::digits10_2_2(digits10_for(bits)));
 }
 
-std::vector<double> attention(std::span<const double> q, std::span<const double> k,
-                              std::span<const double> v, const AttentionShape& sh,
-                              const AttentionParams& pr, Format out, RoundOptions round, unsigned bits) {
+std::vector<double> attention(std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                              const AttentionShape& sh, const AttentionParams& pr, Format out, RoundOptions round,
+                              unsigned bits) {
   const PrecisionScope scope(bits);
   const std::size_t H = sh.n_heads, Hk = sh.n_kv_heads, d = sh.d, dv = sh.d_v;
   std::vector<double> o(sh.n_q * H * dv, 0.0);
   std::vector<mpfr_float> s, e;
   std::vector<std::size_t> js;
-  const mpfr_float scale = pr.exact_inv_sqrt_d ? mpfr_float(1) / sqrt(mpfr_float(static_cast<unsigned>(d)))
-                                               : mpfr_float(pr.scale);
+  const mpfr_float scale =
+      pr.exact_inv_sqrt_d ? mpfr_float(1) / sqrt(mpfr_float(static_cast<unsigned>(d))) : mpfr_float(pr.scale);
   const mpfr_float cap(pr.softcap);
   for (std::size_t i = 0; i < sh.n_q; ++i) {
     const std::int64_t pos = pr.q_offset + static_cast<std::int64_t>(i);
@@ -59,8 +59,7 @@ std::vector<double> attention(std::span<const double> q, std::span<const double>
         if (pr.causal && dist < 0) continue;
         if (pr.window > 0 && (pr.causal ? dist >= pr.window : std::llabs(dist) >= pr.window)) continue;
         mpfr_float acc = 0;
-        for (std::size_t t = 0; t < d; ++t)
-          acc += mpfr_float(q[(i * H + h) * d + t]) * k[(j * Hk + g) * d + t];
+        for (std::size_t t = 0; t < d; ++t) acc += mpfr_float(q[(i * H + h) * d + t]) * k[(j * Hk + g) * d + t];
         mpfr_float z = acc * scale;
         if (pr.softcap > 0) z = cap * tanh(z / cap);
         s.push_back(z);
@@ -68,7 +67,8 @@ std::vector<double> attention(std::span<const double> q, std::span<const double>
       }
       if (s.empty()) continue;
       mpfr_float m = s[0];
-      for (const auto& z : s) if (z > m) m = z;
+      for (const auto& z : s)
+        if (z > m) m = z;
       e.resize(s.size());
       mpfr_float S = 0;
       for (std::size_t t = 0; t < s.size(); ++t) {

@@ -82,7 +82,9 @@ RmsNormResult rms_norm(std::span<const double> x, std::span<const double> w, std
       mpz_sqrt(a, mpq_numref(Wq));  // ρ = b/a
       mpz_sqrt(b, mpq_denref(Wq));
     }
-    const auto bits = [](const mpz_t z) { return static_cast<mpfr_prec_t>(std::max<std::size_t>(mpz_sizeinbase(z, 2), 2)); };
+    const auto bits = [](const mpz_t z) {
+      return static_cast<mpfr_prec_t>(std::max<std::size_t>(mpz_sizeinbase(z, 2), 2));
+    };
     Mpfr A(square ? bits(a) : 2), B(square ? bits(b) : 2);
     if (square) {
       mpfr_set_z(A.get(), a, MPFR_RNDN);  // exact
@@ -152,8 +154,8 @@ RmsNormResult rms_norm(std::span<const double> x, std::span<const double> w, std
     if (!pending.empty()) {
       if (o.throw_if_uncertified)
         throw std::runtime_error(std::string(kFn) + ": could not certify the rounding of y[" + std::to_string(row) +
-                                 "][" + std::to_string(pending.front()) + "] within max_prec = " +
-                                 std::to_string(o.max_prec) + " bits");
+                                 "][" + std::to_string(pending.front()) +
+                                 "] within max_prec = " + std::to_string(o.max_prec) + " bits");
       for (const std::size_t i : pending) {
         r.y[row * d + i] = best[i];
         r.certified[row * d + i] = 0;

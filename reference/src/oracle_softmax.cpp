@@ -111,7 +111,8 @@ SoftmaxResult softmax(std::span<const double> scores, Format in, const OracleOpt
       const bool lo_open = (mpfr_div(lo.get(), elo[t].get(), shi.get(), MPFR_RNDD) != 0) || !exact[t] || shi_strict;
       const bool hi_open = (mpfr_div(hi.get(), ehi[t].get(), slo.get(), MPFR_RNDU) != 0) || !exact[t] || slo_strict;
       const detail::Rounded c = detail::certify(o.out, o.round, lo.get(), hi.get(), lo_open, hi_open);
-      if (c.ok) r.p[vis[t]] = c.value;
+      if (c.ok)
+        r.p[vis[t]] = c.value;
       else {
         best[t] = round_to(o.out, r.approx[vis[t]], o.round);
         still.push_back(t);
@@ -123,8 +124,8 @@ SoftmaxResult softmax(std::span<const double> scores, Format in, const OracleOpt
   if (!pending.empty()) {
     if (o.throw_if_uncertified)
       throw std::runtime_error(std::string(kFn) + ": could not certify the rounding of p[" +
-                               std::to_string(vis[pending.front()]) + "] within max_prec = " +
-                               std::to_string(o.max_prec) + " bits");
+                               std::to_string(vis[pending.front()]) +
+                               "] within max_prec = " + std::to_string(o.max_prec) + " bits");
     for (const std::size_t t : pending) {
       r.p[vis[t]] = best[t];
       r.certified[vis[t]] = 0;

@@ -42,8 +42,8 @@ std::vector<const json*> conditions_of(const json& r, const json& mp) {
 }
 
 SvgPlot kl_plot(const std::string& label, const std::vector<const json*>& cs) {
-  SvgPlot p = detail::make_plot("KL(p_on‖p_off) per decode step, free-running, mean and 95% band — " + label, "decode step",
-            "KL (nats)");
+  SvgPlot p = detail::make_plot("KL(p_on‖p_off) per decode step, free-running, mean and 95% band — " + label,
+                                "decode step", "KL (nats)");
   p.empty_reason = "no decode steps recorded";
   for (const json* c : cs) {
     const json& s = (*c)["kl_per_step"]["free"];
@@ -59,7 +59,7 @@ SvgPlot kl_plot(const std::string& label, const std::vector<const json*>& cs) {
 
 SvgPlot flip_histogram(const std::string& label, const std::vector<const json*>& cs) {
   SvgPlot p = detail::make_plot("Flip index (first step whose tokens differ) — " + label, "flip index (decode step)",
-            "diverged pairs");
+                                "diverged pairs");
   p.allow_log_y = false;
   p.empty_reason = "no pair diverged";
   double maxf = 0;
@@ -79,7 +79,7 @@ SvgPlot flip_histogram(const std::string& label, const std::vector<const json*>&
 
 SvgPlot drift_plot(const std::string& label, const std::vector<const json*>& cs) {
   SvgPlot p = detail::make_plot("Per-layer drift cache-ON vs cache-OFF, teacher-forced — " + label,
-            "hidden state (0 = embeddings, l = after layer l)", "mean l2 of h_on − h_off");
+                                "hidden state (0 = embeddings, l = after layer l)", "mean l2 of h_on − h_off");
   p.empty_reason = "no layer drift recorded";
   for (const json* c : cs) {
     SvgSeries s = detail::make_series((*c)["strategy"].get<std::string>());
@@ -95,7 +95,7 @@ SvgPlot oracle_plot(const json& r, const char* axis, const std::string& xlabel) 
   for (const auto& pt : r["oracle_points"])
     if (!pt["ratio"].is_null()) ratio = true;
   SvgPlot p = detail::make_plot(std::string("Oracle error vs ") + xlabel + " (rule oracle_bound)", xlabel,
-            ratio ? "error / a-priori bound" : "max |computed − oracle|");
+                                ratio ? "error / a-priori bound" : "max |computed − oracle|");
   p.empty_reason = "no oracle_bound result with a " + xlabel;
   std::map<std::string, SvgSeries> by_kind;
   for (const auto& pt : r["oracle_points"]) {
@@ -143,14 +143,14 @@ std::string report_html(const json& r) {
       ".ok{color:#0a7a2f;font-weight:bold}.bad{color:#b00020;font-weight:bold}\n"
       "</style></head><body>\n";
   const bool failed = r["totals"]["failed"].get<std::size_t>() > 0;
-  o += "<h1>" + xml_escape(title) + "</h1>\n<p><span class=\"" + (failed ? "bad\">FAIL" : "ok\">PASS") +
-       "</span> — " + xml_escape(detail::summary_line(r)) + ". Schema <code>" +
-       xml_escape(r.value("schema", std::string())) + "</code> (docs/REPORTS.md).</p>\n";
+  o += "<h1>" + xml_escape(title) + "</h1>\n<p><span class=\"" + (failed ? "bad\">FAIL" : "ok\">PASS") + "</span> — " +
+       xml_escape(detail::summary_line(r)) + ". Schema <code>" + xml_escape(r.value("schema", std::string())) +
+       "</code> (docs/REPORTS.md).</p>\n";
   if (r.contains("meta") && r["meta"].is_object() && !r["meta"].empty()) {
     o += "<details><summary>Provenance</summary><table>";
     for (const auto& [k, v] : r["meta"].items())
-      o += "<tr><th>" + xml_escape(k) + "</th><td><code>" + xml_escape(v.is_string() ? v.get<std::string>() : v.dump()) +
-           "</code></td></tr>";
+      o += "<tr><th>" + xml_escape(k) + "</th><td><code>" +
+           xml_escape(v.is_string() ? v.get<std::string>() : v.dump()) + "</code></td></tr>";
     o += "</table></details>\n";
   }
   const auto tables = detail::report_tables(r);
@@ -169,10 +169,9 @@ std::string report_html(const json& r) {
                                       jp["xlabel"].get<std::string>(), jp["ylabel"].get<std::string>());
         for (const auto& js : jp["series"]) {
           const std::string st = js["style"].get<std::string>();
-          SvgSeries s = detail::make_series(js["name"].get<std::string>(),
-                                            st == "points" ? SvgSeries::Style::points
-                                            : st == "bars" ? SvgSeries::Style::bars
-                                                           : SvgSeries::Style::line);
+          SvgSeries s = detail::make_series(js["name"].get<std::string>(), st == "points" ? SvgSeries::Style::points
+                                                                           : st == "bars" ? SvgSeries::Style::bars
+                                                                                          : SvgSeries::Style::line);
           for (const auto& x : js["x"]) s.x.push_back(as_num(x));
           for (const auto& y : js["y"]) s.y.push_back(as_num(y));
           p.series.push_back(s);

@@ -14,8 +14,10 @@ std::string junit_xml(const std::string& title, const std::vector<RuleVerdict>& 
   std::size_t failures = 0, skipped = 0;
   for (const auto& x : v) {
     suites[x.suite].push_back(&x);
-    if (!x.skipped.empty()) ++skipped;
-    else if (!x.pass) ++failures;
+    if (!x.skipped.empty())
+      ++skipped;
+    else if (!x.pass)
+      ++failures;
   }
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -24,8 +26,10 @@ std::string junit_xml(const std::string& title, const std::vector<RuleVerdict>& 
   for (const auto& [suite, cases] : suites) {
     std::size_t f = 0, s = 0;
     for (const auto* c : cases) {
-      if (!c->skipped.empty()) ++s;
-      else if (!c->pass) ++f;
+      if (!c->skipped.empty())
+        ++s;
+      else if (!c->pass)
+        ++f;
     }
     o << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << cases.size() << "\" failures=\"" << f
       << "\" errors=\"0\" skipped=\"" << s << "\">\n";
@@ -39,8 +43,9 @@ std::string junit_xml(const std::string& title, const std::vector<RuleVerdict>& 
       if (!c->skipped.empty()) {
         o << "      <skipped message=\"" << xml_escape(c->skipped) << "\"/>\n";
       } else if (!c->pass) {
-        o << "      <failure message=\"" << xml_escape(c->name + " failed: measured " + detail::fmt(c->measured) +
-                                                   ", threshold " + detail::fmt(c->threshold))
+        o << "      <failure message=\""
+          << xml_escape(c->name + " failed: measured " + detail::fmt(c->measured) + ", threshold " +
+                        detail::fmt(c->threshold))
           << "\">" << xml_escape(c->detail) << "</failure>\n";
       } else if (!c->detail.empty()) {
         o << "      <system-out>" << xml_escape(c->detail) << "</system-out>\n";

@@ -38,7 +38,7 @@ std::vector<std::pair<std::size_t, json>> read_jsonl_lines(const fs::path& file)
     try {
       out.emplace_back(line, json::parse(text));
     } catch (const json::exception& e) {  // also out_of_range: a number beyond double
-      if (last_unterminated) break;  // torn last line
+      if (last_unterminated) break;       // torn last line
       throw std::runtime_error(file.string() + " line " + std::to_string(line) + ": not a JSON record (" + e.what() +
                                ")");
     }

@@ -21,7 +21,7 @@ using detail::na;
 using detail::num;
 using nlohmann::json;
 
-constexpr std::size_t kResamples = 2000;  // bootstrap resamples per interval
+constexpr std::size_t kResamples = 2000;    // bootstrap resamples per interval
 constexpr double kZ95 = 1.959963984540054;  // standard normal 97.5% quantile (per-step KL band)
 
 // FNV-1a 64 of a label: the bootstrap seed of each interval, so a report does not depend on condition order.
@@ -45,8 +45,7 @@ json corr_json(const analysis::Correlation& c) { return {{"r", num(c.r)}, {"p_va
 // Runs a statistic; too few values, zero variance or any invalid_argument from analysis/ gives {"na": why}.
 template <class F>
 json guarded(std::size_t n, std::size_t min_n, const std::string& what, F f) {
-  if (n < min_n)
-    return na("needs at least " + std::to_string(min_n) + " " + what + ", have " + std::to_string(n));
+  if (n < min_n) return na("needs at least " + std::to_string(min_n) + " " + what + ", have " + std::to_string(n));
   try {
     json j = f();
     for (const char* k : {"p_value", "r", "statistic", "estimate"})
@@ -112,8 +111,8 @@ json flip_statistics(const std::vector<const RunPairRecord*>& pairs) {
         if (flip[i] >= late_min) late.push_back(kl[i]);
       }
       if (early_max >= late_min) {
-        w = na("flip indices do not separate into early and late thirds (33rd percentile " +
-               detail::fmt(early_max) + " >= 67th percentile " + detail::fmt(late_min) + ")");
+        w = na("flip indices do not separate into early and late thirds (33rd percentile " + detail::fmt(early_max) +
+               " >= 67th percentile " + detail::fmt(late_min) + ")");
       } else {
         w = guarded(std::min(early.size(), late.size()), 2, "pairs per group", [&] {
           const auto t = analysis::welch_t(early, late);
@@ -137,10 +136,10 @@ json flip_statistics(const std::vector<const RunPairRecord*>& pairs) {
   std::vector<double> f1, k1;
   for (std::size_t i = 0; i < flip.size(); ++i)
     if (flip[i] > 0) f1.push_back(flip[i]), k1.push_back(kl[i]);
-  c["pearson_excl_flip0"] = guarded(f1.size(), 3, "pairs flipping after step 0",
-                                    [&] { return corr_json(analysis::pearson(f1, k1)); });
-  c["spearman_excl_flip0"] = guarded(f1.size(), 3, "pairs flipping after step 0",
-                                     [&] { return corr_json(analysis::spearman(f1, k1)); });
+  c["pearson_excl_flip0"] =
+      guarded(f1.size(), 3, "pairs flipping after step 0", [&] { return corr_json(analysis::pearson(f1, k1)); });
+  c["spearman_excl_flip0"] =
+      guarded(f1.size(), 3, "pairs flipping after step 0", [&] { return corr_json(analysis::spearman(f1, k1)); });
   // Partial correlation controlling for the decision-boundary proximity at step 0 (cache-OFF top-1/top-2 margin):
   // the paper's §6.4 explanation of the negative correlation.
   bool margins_ok = std::all_of(margin0.begin(), margin0.end(), [](double m) { return std::isfinite(m); });
@@ -193,7 +192,8 @@ json layer_drift(const std::vector<const RunPairRecord*>& pairs) {
   std::vector<double> ps;
   std::vector<std::size_t> at;
   for (std::size_t l = 1; l < L; ++l) {
-    json r = guarded(complete, 2, "pairs", [&] { return test_json(analysis::mann_whitney_u(by_layer[l], by_layer[l - 1])); });
+    json r = guarded(complete, 2, "pairs",
+                     [&] { return test_json(analysis::mann_whitney_u(by_layer[l], by_layer[l - 1])); });
     r["layer"] = l;
     if (!detail::is_na(r)) ps.push_back(detail::as_num(r["p_value"])), at.push_back(rows.size());
     rows.push_back(r);
@@ -232,10 +232,12 @@ json condition_json(const std::string& model, const std::string& profile, const 
     const auto s = seed_of(label + "|mean_kl_teacher");
     return interval_json(analysis::bootstrap_mean_ci(klt, kResamples, s), kResamples, s);
   });
-  c["mean_js"] = js.empty() ? na("no decode steps") : json(num(std::accumulate(js.begin(), js.end(), 0.0) / double(js.size())));
+  c["mean_js"] =
+      js.empty() ? na("no decode steps") : json(num(std::accumulate(js.begin(), js.end(), 0.0) / double(js.size())));
   std::sort(flips.begin(), flips.end());
   c["flip_indices"] = flips;
-  c["mean_flip"] = flips.empty() ? json(nullptr) : json(std::accumulate(flips.begin(), flips.end(), 0.0) / double(flips.size()));
+  c["mean_flip"] =
+      flips.empty() ? json(nullptr) : json(std::accumulate(flips.begin(), flips.end(), 0.0) / double(flips.size()));
   c["median_flip"] = flips.empty() ? json(nullptr) : json(median_of(flips));
   // Accuracy ON/OFF on graded prompts (those with a GSM8K gold answer).
   std::vector<bool> on, off;
@@ -295,9 +297,8 @@ void adjust_mcnemar(json& conditions) {
 }
 
 json kernel_row(const conformance::KernelCaseRecord& k) {
-  json r = {{"kernel", k.kernel},     {"kind", k.kind},         {"case_id", k.case_id},
-            {"seq_len", k.seq_len},   {"head_dim", k.head_dim}, {"skipped", k.skipped},
-            {"seconds", num(k.seconds)}};
+  json r = {{"kernel", k.kernel},     {"kind", k.kind},       {"case_id", k.case_id},     {"seq_len", k.seq_len},
+            {"head_dim", k.head_dim}, {"skipped", k.skipped}, {"seconds", num(k.seconds)}};
   std::size_t passed = 0;
   const conformance::CheckResult* worst = nullptr;
   for (const auto& c : k.rules) {
@@ -306,10 +307,13 @@ json kernel_row(const conformance::KernelCaseRecord& k) {
   }
   r["rules"] = k.rules.size();
   r["passed"] = passed;
-  r["worst"] = worst ? json{{"rule", worst->rule}, {"pass", worst->pass}, {"error", num(worst->error)},
-                            {"bound", num(worst->bound)}, {"headroom", num(worst->headroom)}}
+  r["worst"] = worst ? json{{"rule", worst->rule},
+                            {"pass", worst->pass},
+                            {"error", num(worst->error)},
+                            {"bound", num(worst->bound)},
+                            {"headroom", num(worst->headroom)}}
                      : json(nullptr);
-  r["on_off"] = k.on_off ? json{{"differing", k.on_off->differing}, {"elements", k.on_off->elements},
+  r["on_off"] = k.on_off ? json{{"differing", k.on_off->differing},  {"elements", k.on_off->elements},
                                 {"max_ulp", num(k.on_off->max_ulp)}, {"max_abs", num(k.on_off->max_abs)},
                                 {"max_rel", num(k.on_off->max_rel)}, {"paths", k.on_off->paths}}
                          : json(nullptr);
@@ -333,9 +337,16 @@ json experiments_json(const std::vector<conformance::ExperimentSummary>& es) {
       }
       plots.push_back({{"title", p.title}, {"xlabel", p.xlabel}, {"ylabel", p.ylabel}, {"series", series}});
     }
-    out.push_back({{"name", e.name}, {"title", e.title}, {"question", e.question}, {"findings", e.findings},
-                   {"columns", e.columns}, {"rows", e.rows}, {"plots", plots}, {"records", e.records},
-                   {"pairs", e.pairs}, {"seconds", num(e.seconds)},
+    out.push_back({{"name", e.name},
+                   {"title", e.title},
+                   {"question", e.question},
+                   {"findings", e.findings},
+                   {"columns", e.columns},
+                   {"rows", e.rows},
+                   {"plots", plots},
+                   {"records", e.records},
+                   {"pairs", e.pairs},
+                   {"seconds", num(e.seconds)},
                    {"seconds_per_record", e.records ? num(e.seconds / double(e.records)) : json(nullptr)}});
   }
   return out;
@@ -348,9 +359,12 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
   json mps = json::array(), conditions = json::array();
   for (const auto& [model, profiles] : g)
     for (const auto& [profile, strategies] : profiles) {
-      mps.push_back({{"model", model}, {"profile", profile}, {"suite", "model." + model + "." + profile},
+      mps.push_back({{"model", model},
+                     {"profile", profile},
+                     {"suite", "model." + model + "." + profile},
                      {"dir", slug(model) + "__" + profile}});
-      for (const auto& [strategy, pairs] : strategies) conditions.push_back(condition_json(model, profile, strategy, pairs));
+      for (const auto& [strategy, pairs] : strategies)
+        conditions.push_back(condition_json(model, profile, strategy, pairs));
     }
   adjust_mcnemar(conditions);
   r["model_profiles"] = mps;
@@ -360,8 +374,13 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
     kernels.push_back(kernel_row(k));
     for (const auto& c : k.rules)
       if (c.rule == "oracle_bound")
-        points.push_back({{"kernel", k.kernel}, {"kind", k.kind}, {"case_id", k.case_id}, {"seq_len", k.seq_len},
-                          {"head_dim", k.head_dim}, {"error", num(c.error)}, {"bound", num(c.bound)},
+        points.push_back({{"kernel", k.kernel},
+                          {"kind", k.kind},
+                          {"case_id", k.case_id},
+                          {"seq_len", k.seq_len},
+                          {"head_dim", k.head_dim},
+                          {"error", num(c.error)},
+                          {"bound", num(c.bound)},
                           {"ratio", c.bound > 0 ? num(c.error / c.bound) : json(nullptr)}});
   }
   r["kernels"] = kernels;
@@ -369,18 +388,26 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
   json verdicts = json::array();
   std::size_t passed = 0, failed = 0, skipped = 0;
   for (const auto& x : v) {
-    json j = {{"suite", x.suite},         {"name", x.name},           {"pass", x.pass},
-              {"measured", num(x.measured)}, {"threshold", num(x.threshold)}, {"headroom", num(x.headroom)},
-              {"detail", x.detail},       {"skipped", x.skipped}};
+    json j = {{"suite", x.suite},
+              {"name", x.name},
+              {"pass", x.pass},
+              {"measured", num(x.measured)},
+              {"threshold", num(x.threshold)},
+              {"headroom", num(x.headroom)},
+              {"detail", x.detail},
+              {"skipped", x.skipped}};
     verdicts.push_back(j);
-    if (!x.skipped.empty()) ++skipped;
-    else if (x.pass) ++passed;
-    else ++failed;
+    if (!x.skipped.empty())
+      ++skipped;
+    else if (x.pass)
+      ++passed;
+    else
+      ++failed;
   }
   r["verdicts"] = verdicts;
   r["experiments"] = experiments_json(in.experiments);
-  r["totals"] = {{"verdicts", v.size()}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
-                 {"pairs", in.pairs.size()}, {"kernel_cases", in.kernels.size()}};
+  r["totals"] = {{"verdicts", v.size()}, {"passed", passed},         {"failed", failed},
+                 {"skipped", skipped},   {"pairs", in.pairs.size()}, {"kernel_cases", in.kernels.size()}};
   return r;
 }
 

@@ -9,9 +9,9 @@
 namespace kvconf::reports::detail {
 
 struct Table {
-  std::string id;       // anchor, "conditions"
-  std::string title;    // section heading
-  std::string note;     // a paragraph under the heading (plain text)
+  std::string id;     // anchor, "conditions"
+  std::string title;  // section heading
+  std::string note;   // a paragraph under the heading (plain text)
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row_class;  // per row: "fail", "skip" or "" (HTML colouring)

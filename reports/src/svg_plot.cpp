@@ -31,8 +31,10 @@ double nice_step(double range, int target) {
 std::string tick_label(double v, double step) {
   if (std::fabs(v) < step * 1e-9) v = 0;
   char b[32];
-  if (v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-3)) std::snprintf(b, sizeof b, "%.0e", v);
-  else std::snprintf(b, sizeof b, "%g", v);
+  if (v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-3))
+    std::snprintf(b, sizeof b, "%.0e", v);
+  else
+    std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
 
@@ -65,7 +67,8 @@ std::string render_svg(const SvgPlot& p) {
         ymin = std::min(ymin, y), ymax = std::max(ymax, y);
         if (y > 0) ypos = std::min(ypos, y);
       }
-      if (s.style == SvgSeries::Style::bars && i > 0 && s.x[i] != s.x[i - 1]) bin = std::min(bin, std::fabs(s.x[i] - s.x[i - 1]));
+      if (s.style == SvgSeries::Style::bars && i > 0 && s.x[i] != s.x[i - 1])
+        bin = std::min(bin, std::fabs(s.x[i] - s.x[i - 1]));
     }
   }
   std::ostringstream o;
@@ -156,8 +159,8 @@ std::string render_svg(const SvgPlot& p) {
   }
   o << "<text x=\"" << f2((x0 + x1) / 2) << "\" y=\"" << H - 10 << "\" text-anchor=\"middle\" font-size=\"12\">"
     << xml_escape(p.xlabel) << "</text>";
-  o << "<text transform=\"translate(16," << f2((y0 + y1) / 2) << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
-    << xml_escape(p.ylabel) << "</text>";
+  o << "<text transform=\"translate(16," << f2((y0 + y1) / 2)
+    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" << xml_escape(p.ylabel) << "</text>";
   if (ay.log)  // the scale note under the legend, where it has room
     o << "<text x=\"" << x1 + 12 << "\" y=\"" << y0 << "\" font-size=\"11\" fill=\"#555\">"
       << (dropped_nonpositive ? "log scale; zeros not shown" : "log scale") << "</text>";
@@ -178,7 +181,8 @@ std::string render_svg(const SvgPlot& p) {
           while (j < n && ax.ok(s.x[j]) && std::isfinite(s.hi[j]) && std::isfinite(s.lo[j]) && ay.ok(s.hi[j])) ++j;
           if (j > i + 1) {
             o << "<polygon fill=\"" << col << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
-            for (std::size_t k = i; k < j; ++k) o << f2(ax.map(s.x[k], x0, x1)) << "," << f2(ay.map(s.hi[k], y0, y1)) << " ";
+            for (std::size_t k = i; k < j; ++k)
+              o << f2(ax.map(s.x[k], x0, x1)) << "," << f2(ay.map(s.hi[k], y0, y1)) << " ";
             for (std::size_t k = j; k-- > i;)
               o << f2(ax.map(s.x[k], x0, x1)) << "," << f2(ay.map(std::max(s.lo[k], clamp_lo), y0, y1)) << " ";
             o << "\"/>";
@@ -198,15 +202,16 @@ std::string render_svg(const SvgPlot& p) {
       }
       if (!d.empty()) o << "<path fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.8\" d=\"" << d << "\"/>";
       if (n == 1 && ay.ok(s.y[0]))
-        o << "<circle cx=\"" << f2(ax.map(s.x[0], x0, x1)) << "\" cy=\"" << f2(ay.map(s.y[0], y0, y1)) << "\" r=\"3\" fill=\""
-          << col << "\"/>";
+        o << "<circle cx=\"" << f2(ax.map(s.x[0], x0, x1)) << "\" cy=\"" << f2(ay.map(s.y[0], y0, y1))
+          << "\" r=\"3\" fill=\"" << col << "\"/>";
     } else if (s.style == SvgSeries::Style::points) {
       for (std::size_t i = 0; i < n; ++i)
         if (ax.ok(s.x[i]) && ay.ok(s.y[i]))
           o << "<circle cx=\"" << f2(ax.map(s.x[i], x0, x1)) << "\" cy=\"" << f2(ay.map(s.y[i], y0, y1))
             << "\" r=\"3.5\" fill=\"" << col << "\" fill-opacity=\"0.75\"/>";
     } else {
-      const double bw = (ax.map(bin, x0, x1) - ax.map(0, x0, x1)) * 0.8 / double(std::max<std::size_t>(1, n_bar_series));
+      const double bw =
+          (ax.map(bin, x0, x1) - ax.map(0, x0, x1)) * 0.8 / double(std::max<std::size_t>(1, n_bar_series));
       for (std::size_t i = 0; i < n; ++i) {
         if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || s.y[i] <= 0) continue;
         const double cx = ax.map(s.x[i], x0, x1) - bw * double(n_bar_series) / 2 + bw * double(bar_i);

@@ -18,8 +18,8 @@ struct SvgSeries {
 struct SvgPlot {
   std::string title, xlabel, ylabel;
   std::vector<SvgSeries> series;
-  bool allow_log_y = true;     // log-10 y when the positive values span 3 decades or more
-  std::string empty_reason;    // shown when no series has a finite point
+  bool allow_log_y = true;   // log-10 y when the positive values span 3 decades or more
+  std::string empty_reason;  // shown when no series has a finite point
   int width = 760, height = 340;
 };
 

@@ -34,8 +34,15 @@ std::string terminal_summary(const ReportInput& in, const std::vector<RuleVerdic
   if (!in.pairs.empty()) {
     std::map<std::string, std::vector<const conformance::RunPairRecord*>> cond;
     for (const auto& p : in.pairs) cond[p.model + "\t" + p.profile + "\t" + p.strategy].push_back(&p);
-    o += row({{"model", -24}, {"profile", -16}, {"strategy", -8}, {"pairs", 6}, {"diverged", 8}, {"rate", 7},
-              {"mean KL", 10}, {"acc ON", 7}, {"acc OFF", 7}});
+    o += row({{"model", -24},
+              {"profile", -16},
+              {"strategy", -8},
+              {"pairs", 6},
+              {"diverged", 8},
+              {"rate", 7},
+              {"mean KL", 10},
+              {"acc ON", 7},
+              {"acc OFF", 7}});
     for (const auto& [key, ps] : cond) {
       std::size_t div = 0, graded = 0, on = 0, off = 0;
       double kl = 0;
@@ -65,29 +72,37 @@ std::string terminal_summary(const ReportInput& in, const std::vector<RuleVerdic
   std::map<std::string, Agg> kernels;
   std::size_t passed = 0, failed = 0, skipped = 0;
   for (const auto& x : v) {
-    if (!x.skipped.empty()) ++skipped;
-    else if (x.pass) ++passed;
-    else ++failed;
+    if (!x.skipped.empty())
+      ++skipped;
+    else if (x.pass)
+      ++passed;
+    else
+      ++failed;
     if (x.suite.rfind("kernels.", 0) == 0) {
       Agg& a = kernels[x.suite];
-      if (!x.skipped.empty()) ++a.skip;
+      if (!x.skipped.empty())
+        ++a.skip;
       else {
         ++(x.pass ? a.pass : a.fail);
         a.min_headroom = std::min(a.min_headroom, x.headroom);
       }
       continue;
     }
-    o += row({{x.suite, -44}, {x.name, -22}, {x.skipped.empty() ? (x.pass ? "pass" : "FAIL") : "skip", -6},
-              {x.skipped.empty() ? fmt(x.measured, 3) : "", 10}, {x.skipped.empty() ? fmt(x.threshold, 3) : "", 10},
+    o += row({{x.suite, -44},
+              {x.name, -22},
+              {x.skipped.empty() ? (x.pass ? "pass" : "FAIL") : "skip", -6},
+              {x.skipped.empty() ? fmt(x.measured, 3) : "", 10},
+              {x.skipped.empty() ? fmt(x.threshold, 3) : "", 10},
               {x.skipped.empty() ? fmt(x.headroom, 3) : "", 9}});
   }
   for (const auto& [suite, a] : kernels)
-    o += row({{suite, -44},
-              {std::to_string(a.pass + a.fail) + " rules" + (a.skip ? ", " + std::to_string(a.skip) + " skip" : ""), -22},
-              {a.fail ? "FAIL" : "pass", -6},
-              {std::to_string(a.fail) + " fail", 10},
-              {"", 10},
-              {std::isfinite(a.min_headroom) || std::isinf(a.min_headroom) ? fmt(a.min_headroom, 3) : "", 9}});
+    o += row(
+        {{suite, -44},
+         {std::to_string(a.pass + a.fail) + " rules" + (a.skip ? ", " + std::to_string(a.skip) + " skip" : ""), -22},
+         {a.fail ? "FAIL" : "pass", -6},
+         {std::to_string(a.fail) + " fail", 10},
+         {"", 10},
+         {std::isfinite(a.min_headroom) || std::isinf(a.min_headroom) ? fmt(a.min_headroom, 3) : "", 9}});
   if (failed > 0) {
     o += "\nfailed:\n";
     for (const auto& x : v)

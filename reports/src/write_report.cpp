@@ -25,8 +25,8 @@ Rendered render(const ReportInput& in, const std::vector<RuleVerdict>& v, const 
 std::string slug(const std::string& model) {
   std::string s;
   for (char c : model) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     s += ok ? c : '-';
   }
   while (!s.empty() && (s.front() == '-' || s.front() == '.')) s.erase(s.begin());

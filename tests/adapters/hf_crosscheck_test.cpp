@@ -54,7 +54,8 @@ engine::ProfileKernels kernels_of(const std::string& profile) {
 }
 
 // kvconf's engine over the trace's sequence, cache OFF at every step (the logits that chose each generated token).
-Logits replay(const std::string& fixture, const std::string& profile, const protocol::Trace& t, Fault fault = Fault::none) {
+Logits replay(const std::string& fixture, const std::string& profile, const protocol::Trace& t,
+              Fault fault = Fault::none) {
   const engine::ProfileKernels k = kernels_of(profile);
   engine::Context ctx(model(fixture, k.profile.storage), k, engine::ContextOptions{0, fault});
   Logits z;
@@ -100,8 +101,7 @@ Agreement agree(const std::string& fixture, const protocol::Trace& t, Fault faul
   const Logits zf = fault == Fault::none ? z32 : replay(fixture, "fp32", t, fault);
   a.bound = 4.0 * max_diff(alt, z32);
   a.diff = max_diff(t.logits, zf);
-  for (std::size_t s = 0; s < zf.size(); ++s)
-    a.argmax_mismatch += analysis::top2(zf[s]).top1 != t.generated_ids[s];
+  for (std::size_t s = 0; s < zf.size(); ++s) a.argmax_mismatch += analysis::top2(zf[s]).top1 != t.generated_ids[s];
   return a;
 }
 
@@ -160,19 +160,20 @@ TEST_P(HfArchitectureFault, CaughtWhereTheFixtureShowsIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, HfArchitectureFault,
-    ::testing::Values(FaultCase{"gemma2-obs-tiny", Fault::attn_scale_head_dim, true},
-                      FaultCase{"gemma2-tiny", Fault::attn_scale_head_dim, false},
-                      FaultCase{"mistral-obs-tiny", Fault::window_ignored, true},
-                      FaultCase{"mistral-tiny", Fault::window_ignored, false},
-                      FaultCase{"mistral-obs-tiny", Fault::rms_eps_ignored, true},
-                      FaultCase{"gemma2-obs-tiny", Fault::embed_scale_unrounded, false}),  // fp32: √192 is fl32 either way
-    [](const auto& test_info) {
-      std::string s = std::string(engine::fault_name(test_info.param.fault)) + "__" + test_info.param.fixture;
-      std::replace(s.begin(), s.end(), '-', '_');
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Faults, HfArchitectureFault,
+                         ::testing::Values(FaultCase{"gemma2-obs-tiny", Fault::attn_scale_head_dim, true},
+                                           FaultCase{"gemma2-tiny", Fault::attn_scale_head_dim, false},
+                                           FaultCase{"mistral-obs-tiny", Fault::window_ignored, true},
+                                           FaultCase{"mistral-tiny", Fault::window_ignored, false},
+                                           FaultCase{"mistral-obs-tiny", Fault::rms_eps_ignored, true},
+                                           FaultCase{"gemma2-obs-tiny", Fault::embed_scale_unrounded,
+                                                     false}),  // fp32: √192 is fl32 either way
+                         [](const auto& test_info) {
+                           std::string s =
+                               std::string(engine::fault_name(test_info.param.fault)) + "__" + test_info.param.fixture;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
 
 // The embedding scale's rounding shows only in the model dtype: HF's bf16 embedding output (hidden_states[0], a
 // single multiplication by fl_bf16(√hidden)) equals kvconf bf16-eager's bit for bit; the unrounded scale differs on
@@ -227,7 +228,8 @@ TEST(HfCheck, TransformersSixteenBitPairsPassKvconfCheck) {
       EXPECT_EQ(rec.rules.front().rule, "prefill_logits_bitwise");
       for (const conformance::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
       std::printf("%s: %s, %zu rules pass\n", rec.key().c_str(),
-                  rec.free.flip ? ("flip at step " + std::to_string(*rec.free.flip)).c_str() : "no flip", rec.rules.size());
+                  rec.free.flip ? ("flip at step " + std::to_string(*rec.free.flip)).c_str() : "no flip",
+                  rec.rules.size());
     }
   }
 }

@@ -13,7 +13,7 @@
 namespace kvconf::testing {
 
 struct HfRun {
-  std::string fixture;         // folder under KVCONF_FIXTURES_DIR/models
+  std::string fixture;  // folder under KVCONF_FIXTURES_DIR/models
   std::string dtype = "float32";
   std::string attention = "eager";
   std::string strategy = "greedy";
@@ -70,16 +70,16 @@ inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
   const bool stories = r.fixture == "stories260K";
   fs::path model_dir = fs::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture;
   if (stories && (model_dir = stories_hf(why)).empty()) return {};
-  const std::string prompts = std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
+  const std::string prompts =
+      std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
   const fs::path tmp = root / (r.id() + ".tmp" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   const fs::path log = root / (r.id() + ".log" + std::to_string(::getpid()));
-  const std::string cmd = std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR +
-                          "/adapters/hf/kvconf_hf_trace.py\" --model \"" + model_dir.string() + "\" --prompts \"" +
-                          prompts + "\" --n " +
-                          std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) + " --dtype " +
-                          r.dtype + " --attention " + r.attention + " --strategy " + r.strategy +
-                          (r.hidden ? " --hidden" : "") + " --out \"" + tmp.string() + "\"";
+  const std::string cmd =
+      std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR + "/adapters/hf/kvconf_hf_trace.py\" --model \"" +
+      model_dir.string() + "\" --prompts \"" + prompts + "\" --n " + std::to_string(r.prompts) + " --max-new-tokens " +
+      std::to_string(r.tokens) + " --dtype " + r.dtype + " --attention " + r.attention + " --strategy " + r.strategy +
+      (r.hidden ? " --hidden" : "") + " --out \"" + tmp.string() + "\"";
   if (!run_logged(cmd, log, why)) return {};
   std::error_code ec;
   fs::rename(tmp, dir, ec);  // another process may have won the race: then its folder stays and ours goes

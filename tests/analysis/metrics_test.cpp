@@ -88,8 +88,8 @@ TEST(Metrics, JsIsSymmetricAndAtMostLn2) {
   const auto [p0, p1] = soft2(a);
   const auto [q0, q1] = soft2(b);
   const double m0 = 0.5 * (p0 + q0), m1 = 0.5 * (p1 + q1);
-  const double js = 0.5 * (p0 * std::log(p0 / m0) + p1 * std::log(p1 / m1)) +
-                    0.5 * (q0 * std::log(q0 / m0) + q1 * std::log(q1 / m1));
+  const double js =
+      0.5 * (p0 * std::log(p0 / m0) + p1 * std::log(p1 / m1)) + 0.5 * (q0 * std::log(q0 / m0) + q1 * std::log(q1 / m1));
   EXPECT_NEAR(js_divergence(V{0, a}, V{0, b}), js, 1e-15);
   EXPECT_EQ(js_divergence(V{0, a}, V{0, b}), js_divergence(V{0, b}, V{0, a}));
   // Disjoint supports (exp(−1000) = 0 in double): exactly ln 2, the maximum.
@@ -138,7 +138,7 @@ TEST(Metrics, DriftOfOrthogonalParallelAndOpposite) {
   d = drift(V{1, 2}, V{-1, -2});
   EXPECT_NEAR(d.cosine, -1.0, 1e-15);
   // Identical vectors: exactly 1 and 0 (the "prompt states are bitwise equal" checks rely on it).
-  const V x = {3.8645541667938232f, 4.348336696624756f, 0.19900742173194885f, -2.293630838394165f,
+  const V x = {3.8645541667938232f, 4.348336696624756f,   0.19900742173194885f, -2.293630838394165f,
                -3.276519536972046f, 0.09400355070829391f, -3.0663094520568848f};  // aa / (√aa·√aa) != 1 here
   d = drift(x, x);
   EXPECT_EQ(d.cosine, 1.0);

@@ -51,8 +51,7 @@ TEST(Summary, RatesPooledKlAndOddMedian) {
 }
 
 TEST(Summary, EvenMedianAndEmpty) {
-  const std::vector<PairedRun> runs = {run_with({0.0}, 6), run_with({0.0}, 2), run_with({0.0}, 9),
-                                       run_with({0.0}, 3)};
+  const std::vector<PairedRun> runs = {run_with({0.0}, 6), run_with({0.0}, 2), run_with({0.0}, 9), run_with({0.0}, 3)};
   const Summary s = summarize(runs);
   EXPECT_EQ(s.median_flip, 4.5);  // sorted 2 3 6 9: (3 + 6) / 2
   EXPECT_EQ(s.mean_flip, 5.0);
@@ -96,13 +95,13 @@ engine::Model random_model(std::uint64_t seed) {
   m.layers.resize(c.n_layers);
   for (engine::LayerWeights& L : m.layers) {
     fill(L.attn_norm, h, 0.05, 1.0);
-    fill(L.wq, q * h, 1 / std::sqrt(double(h)));  // (q_dim, hidden)
-    fill(L.wk, kv * h, 1 / std::sqrt(double(h)));  // (kv_dim, hidden)
-    fill(L.wv, kv * h, 1 / std::sqrt(double(h)));  // (kv_dim, hidden)
+    fill(L.wq, q * h, 1 / std::sqrt(double(h)));    // (q_dim, hidden)
+    fill(L.wk, kv * h, 1 / std::sqrt(double(h)));   // (kv_dim, hidden)
+    fill(L.wv, kv * h, 1 / std::sqrt(double(h)));   // (kv_dim, hidden)
     fill(L.wo, h * q, 0.5 / std::sqrt(double(q)));  // (hidden, q_dim)
     fill(L.mlp_norm, h, 0.05, 1.0);
-    fill(L.w_gate, I * h, 1 / std::sqrt(double(h)));  // (intermediate, hidden)
-    fill(L.w_up, I * h, 1 / std::sqrt(double(h)));    // (intermediate, hidden)
+    fill(L.w_gate, I * h, 1 / std::sqrt(double(h)));    // (intermediate, hidden)
+    fill(L.w_up, I * h, 1 / std::sqrt(double(h)));      // (intermediate, hidden)
     fill(L.w_down, h * I, 0.5 / std::sqrt(double(I)));  // (hidden, intermediate)
   }
   fill(m.final_norm, h, 0.05, 1.0);
@@ -251,7 +250,8 @@ TEST_F(Paired, SharedTokensHaveZeroEmbeddingDrift) {
   ASSERT_EQ(fr.steps.size(), 8u);
   const std::size_t same = fr.flip.value_or(fr.steps.size());
   // Step t's last row is the token fed at step t − 1 (step 0: the last prompt token).
-  for (std::size_t t = 0; t <= same && t < fr.steps.size(); ++t) EXPECT_EQ(fr.steps[t].layer_drift.front().l2, 0.0) << t;
+  for (std::size_t t = 0; t <= same && t < fr.steps.size(); ++t)
+    EXPECT_EQ(fr.steps[t].layer_drift.front().l2, 0.0) << t;
 }
 
 }  // namespace

@@ -71,9 +71,11 @@ TEST_F(PromptsFile, ErrorsNameFileAndField) {
   expect_has(write("e.json", R"({"prompts": [{"ids": [1]}]})"), "prompts[0].id: missing");
   expect_has(write("f.json", R"({"prompts": [{"id": 7, "ids": [1]}]})"), "prompts[0].id: must be a string");
   expect_has(write("g.json", R"({"prompts": [{"id": "x", "ids": [1, 5, -3]}]})"), "prompts[0].ids[2]: token id -3");
-  expect_has(write("h.json", R"({"prompts": [{"id": "x", "ids": [1, "5"]}]})"), "prompts[0].ids[1]: must be an integer");
+  expect_has(write("h.json", R"({"prompts": [{"id": "x", "ids": [1, "5"]}]})"),
+             "prompts[0].ids[1]: must be an integer");
   expect_has(write("i.json", R"({"prompts": [{"id": "x", "ids": []}]})"), "prompts[0].ids: empty");
-  expect_has(write("j.json", R"({"prompts": [{"id": "x", "text": 3, "ids": [1]}]})"), "prompts[0].text: must be a string");
+  expect_has(write("j.json", R"({"prompts": [{"id": "x", "text": 3, "ids": [1]}]})"),
+             "prompts[0].text: must be a string");
   expect_has(write("k.json", R"({"prompts": [{"id": "x", "ids": 1}]})"), "prompts[0].ids: must be an array");
   expect_has(write("l.json", R"({"prompts": [{"id": "x", "ids": [1, 4294967296]}]})"), "prompts[0].ids[1]: token id");
   expect_has(write("m.json", R"({"prompts": [{"id": "x", "ids": [1.5]}]})"), "prompts[0].ids[0]: must be an integer");

@@ -18,7 +18,6 @@ namespace {
 
 using V = std::vector<double>;
 
-
 // SplitMix64 (Vigna's splitmix64.c) from seed 1234567: the first five outputs as listed by the Rosetta Code task
 // "Pseudo-random numbers/Splitmix64"; re-derived in python3 with 64-bit masked integer arithmetic.
 TEST(StatsBootstrap, SplitMix64ReferenceOutputs) {

@@ -21,7 +21,6 @@ namespace {
 
 using V = std::vector<double>;
 
-
 // Paired outcomes from a 2×2 table (both, a only, b only, neither), as contiguous bools for std::span<const bool>.
 struct Paired {
   std::size_t n = 0;
@@ -120,8 +119,9 @@ const V kBh1995 = {0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.034
 
 TEST(StatsCorrections, BenjaminiHochberg1995Example) {
   const V adj = benjamini_hochberg(kBh1995);
-  const V want = {0.0015, 0.003, 0.0095, 0.035625, 0.0603, 0.06385714285714286, 0.06385714285714286, 0.0645,
-                  0.0765, 0.486, 0.5811818181818182, 0.714875, 0.7532307692307694, 0.8132142857142857, 1.0};
+  const V want = {0.0015, 0.003,  0.0095, 0.035625,           0.0603,   0.06385714285714286, 0.06385714285714286,
+                  0.0645, 0.0765, 0.486,  0.5811818181818182, 0.714875, 0.7532307692307694,  0.8132142857142857,
+                  1.0};
   ASSERT_EQ(adj.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(adj[i], want[i], 1e-14) << i;
   std::size_t rejected = 0;
@@ -377,7 +377,7 @@ TEST(StatsCorrelation, BadInputThrowsNamingTheFunction) {
   EXPECT_INVALID(pearson(V{1, 1, 1}, V{1, 2, 3}), "pearson");    // constant x
   EXPECT_INVALID(pearson(V{1, 2, 3}, V{1, NAN, 3}), "pearson");  // not finite
   EXPECT_INVALID(spearman(V{1, 2, 3}, V{1, 2, 3, 4}), "spearman");
-  EXPECT_INVALID(spearman(V{1, 2, 3}, V{7, 7, 7}), "spearman");  // constant ranks
+  EXPECT_INVALID(spearman(V{1, 2, 3}, V{7, 7, 7}), "spearman");                            // constant ranks
   EXPECT_INVALID(partial_pearson(V{1, 2, 3}, V{1, 2, 4}, V{0, 1, 1}), "partial_pearson");  // n < 4
   EXPECT_INVALID(partial_pearson(V{1, 2, 3, 4}, V{1, 2, 4, 3}, V{0, 1, 1}), "partial_pearson");
   EXPECT_INVALID(partial_pearson(V{1, 2, 3, 4}, V{1, 2, 4, 3}, V{2, 4, 6, 8}), "partial_pearson");  // x = z/2

@@ -159,7 +159,8 @@ TEST(ConformanceChecks, CorrectNormPassesAndWrongMeanFails) {
 
 TEST(ConformanceChecks, CorrectAttentionPassesEveryRule) {
   const auto k = test::tiny_attention(AttnBug::none);
-  for (const auto& c : {attn_case(), attn_case(6, 40, 70, 50.0, 8), attn_case(1, 33), attn_case(5, 20, 0, 0.0, 6, false)}) {
+  for (const auto& c :
+       {attn_case(), attn_case(6, 40, 70, 50.0, 8), attn_case(1, 33), attn_case(5, 20, 0, 0.0, 6, false)}) {
     SCOPED_TRACE(c.id());
     auto r = check_attention_matches_oracle(k, c, kSeed);
     EXPECT_TRUE(all_pass(r)) << describe(r);
@@ -224,7 +225,8 @@ TEST(ConformanceChecks, BrokenInvarianceClaimsFailBitwiseRules) {
   EXPECT_FALSE(rule(r, "on_off_bitwise").pass) << describe(r);
   // Its decode path is honest about fp16 PV: within its a-priori bound (the two-sided rule flags the precision loss
   // against a naive fp32 loop).
-  const auto o = check_attention_matches_oracle(test::tiny_attention(AttnBug::decode_fp16_pv), attn_case(1, 300), kSeed);
+  const auto o =
+      check_attention_matches_oracle(test::tiny_attention(AttnBug::decode_fp16_pv), attn_case(1, 300), kSeed);
   EXPECT_TRUE(rule(o, "oracle_bound").pass) << describe(o);
   EXPECT_FALSE(rule(o, "two_sided").pass) << describe(o);
   r = check_attention_capacity(test::tiny_attention(AttnBug::capacity_fp16_pv), attn_case(6, 300), kSeed);
@@ -319,13 +321,14 @@ TEST(ConformanceChecks, UlpsAndErrors) {
   EXPECT_EQ(detail::ulp_distance(Format::fp16, 0.0, -0.0), 0u);
   EXPECT_EQ(detail::ulp_distance(Format::bf16, 1.0, 2.0), 128u);
   EXPECT_EQ(detail::ulp_error(Format::fp16, 1.0, 1.0 + 0x1p-10), 1.0);
-  EXPECT_EQ(detail::ulp_error(Format::fp16, 0x1p-20, -0x1p-20), 32.0);  // across zero: |a − b| / ulp(2^-20) = 2^-19/2^-24
+  EXPECT_EQ(detail::ulp_error(Format::fp16, 0x1p-20, -0x1p-20),
+            32.0);  // across zero: |a − b| / ulp(2^-20) = 2^-19/2^-24
   EXPECT_EQ(detail::ulp_error(Format::fp32, 2.0, 2.0), 0.0);
   EXPECT_EQ(detail::diff_up(1.0, 1.0), 0.0);
   EXPECT_EQ(detail::diff_up(3.0, 1.0), 2.0);
   EXPECT_GE(detail::diff_up(1.0, 0x1p-60), 1.0);  // inexact: rounded up
   EXPECT_GT(detail::diff_up(1.0, 0x1p-60), 1.0 - 0x1p-60);
-  EXPECT_GT(detail::error_up(1.0, 1.0), 0.0);      // the oracle's double approximation is itself off by <= 1/2 ulp
+  EXPECT_GT(detail::error_up(1.0, 1.0), 0.0);  // the oracle's double approximation is itself off by <= 1/2 ulp
   EXPECT_LE(detail::error_up(1.0, 1.0), 0x1p-51);
 }
 
@@ -414,8 +417,10 @@ TEST(ConformanceCases, SeedsDifferByCaseAndRuleAndRespectKvconfSeed) {
   EXPECT_EQ(seed_for("b", "y"), 424242u);
   setenv("KVCONF_SEED", "0x10", 1);
   EXPECT_EQ(seed_for("a", "x"), 16u);
-  if (saved) setenv("KVCONF_SEED", keep.c_str(), 1);
-  else unsetenv("KVCONF_SEED");
+  if (saved)
+    setenv("KVCONF_SEED", keep.c_str(), 1);
+  else
+    unsetenv("KVCONF_SEED");
 }
 
 TEST(ConformanceCases, MakeValuesIsSeededAndInFormat) {

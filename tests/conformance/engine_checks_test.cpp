@@ -1,7 +1,8 @@
 // Unit tests of the EngineMatchesOracle checks (conformance/engine_checks.hpp) on small in-memory models of the three
 // architectures: the correct engine passes every stage; one stage output moved just past its own bound fails that
-// stage's rule (and no earlier stage); planted engine faults are caught by the rule that names them; and the elementwise
-// bounds of reference/elementwise.hpp hold for the engine's own ops (engine/src/ops.hpp) over sweeps of inputs.
+// stage's rule (and no earlier stage); planted engine faults are caught by the rule that names them; and the
+// elementwise bounds of reference/elementwise.hpp hold for the engine's own ops (engine/src/ops.hpp) over sweeps of
+// inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,8 +64,9 @@ struct TestModel {
 
 TestModel make_test_model(Arch a, const std::string& profile, std::uint64_t seed) {
   const engine::Profile& p = engine::find_profile(profile);
-  TestModel s{engine::testing::random_model(engine::testing::small_config(a), p.storage, seed), engine::resolve(p, registry()),
-          {}};
+  TestModel s{engine::testing::random_model(engine::testing::small_config(a), p.storage, seed),
+              engine::resolve(p, registry()),
+              {}};
   s.tokens = engine::testing::random_tokens(kTokens, s.model.config.vocab, seed + 1);
   return s;
 }
@@ -213,11 +215,12 @@ TEST_P(EngineChecksFault, FaultIsCaughtByItsRule) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, EngineChecksFault,
-    ::testing::Values(FaultCase{Arch::llama, engine::Fault::rope_decode_off_by_one, "decode.layer0.q_rope.oracle_bound"},
-                      FaultCase{Arch::llama, engine::Fault::shifted_cache_row, "decode.layer0.kv_cache_write.bitwise"},
-                      FaultCase{Arch::gemma2, engine::Fault::window_recompute_only, "decode.layer0.attention.oracle_bound"},
-                      FaultCase{Arch::gemma2, engine::Fault::softcap_missing_decode, "decode.layer0.attention.oracle_bound"},
-                      FaultCase{Arch::mistral, engine::Fault::gqa_modulo_decode, "decode.layer0.attention.oracle_bound"}),
+    ::testing::Values(
+        FaultCase{Arch::llama, engine::Fault::rope_decode_off_by_one, "decode.layer0.q_rope.oracle_bound"},
+        FaultCase{Arch::llama, engine::Fault::shifted_cache_row, "decode.layer0.kv_cache_write.bitwise"},
+        FaultCase{Arch::gemma2, engine::Fault::window_recompute_only, "decode.layer0.attention.oracle_bound"},
+        FaultCase{Arch::gemma2, engine::Fault::softcap_missing_decode, "decode.layer0.attention.oracle_bound"},
+        FaultCase{Arch::mistral, engine::Fault::gqa_modulo_decode, "decode.layer0.attention.oracle_bound"}),
     [](const auto& pinfo) { return arch_id(pinfo.param.arch) + "__" + engine::fault_name(pinfo.param.fault); });
 
 // ---- The elementwise bounds against the engine's own ops (engine/src/ops.hpp) over sweeps of inputs -----------------
@@ -304,7 +307,8 @@ TEST(EngineElementwiseBounds, AddAndMulWithinBound) {
     for (std::size_t i = 0; i < n; ++i) {
       a[i] = kernels::round_double(f, (g() & 1 ? -1.0 : 1.0) * m(g) * std::exp2(std::floor(e(g))));
       // Half the pairs of nearby magnitude (cancellation), half independent.
-      b[i] = kernels::round_double(f, i % 2 ? -a[i] * m(g) / 1.5 : (g() & 1 ? -1.0 : 1.0) * m(g) * std::exp2(std::floor(e(g))));
+      b[i] = kernels::round_double(
+          f, i % 2 ? -a[i] * m(g) / 1.5 : (g() & 1 ? -1.0 : 1.0) * m(g) * std::exp2(std::floor(e(g))));
     }
     engine::ops::add(f, a, b, s);
     engine::ops::mul(f, a, b, p);

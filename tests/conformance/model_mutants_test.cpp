@@ -87,7 +87,6 @@ TEST_P(ModelMutants, CorrectEnginePassesEveryFaultIsCaught) {
 INSTANTIATE_TEST_SUITE_P(Engine, ModelMutants, ::testing::Values(Arch::llama, Arch::mistral, Arch::gemma2),
                          [](const auto& i) { return std::string(engine::arch_name(i.param)); });
 
-
 // The cache-store rules: a correct engine stores exactly what it computed under every profile; the toward-zero store
 // (Fault::cache_store_toward_zero) fails cache_store_exact under every profile, with every altered element smaller in
 // magnitude; growth from 2 rows keeps every held row.
@@ -108,10 +107,11 @@ TEST_P(CacheStoreMutants, BiasedStoreCaughtCorrectStorePasses) {
     EXPECT_FALSE(all_pass(rb)) << p.name << ": the toward-zero store passed\n" << describe(rb);
     EXPECT_GT(bad.altered, 0u);
     EXPECT_EQ(bad.stored_smaller_magnitude, bad.altered) << p.name << ": the planted store only rounds toward zero";
-    std::printf("%-8s %-16s correct: %zu/%zu altered, layer 0 vs OFF %zu/%zu differ (ON greater %zu, |ON|<|OFF| %zu);"
-                " biased: %zu altered\n",
-                engine::arch_name(GetParam()), p.name.c_str(), ok.altered, ok.stored, ok.differing, ok.compared,
-                ok.on_greater, ok.on_smaller_magnitude, bad.altered);
+    std::printf(
+        "%-8s %-16s correct: %zu/%zu altered, layer 0 vs OFF %zu/%zu differ (ON greater %zu, |ON|<|OFF| %zu);"
+        " biased: %zu altered\n",
+        engine::arch_name(GetParam()), p.name.c_str(), ok.altered, ok.stored, ok.differing, ok.compared, ok.on_greater,
+        ok.on_smaller_magnitude, bad.altered);
     const CheckResults gr = check_cache_growth(m, k, prompt, 40, 1);
     EXPECT_TRUE(all_pass(gr)) << p.name << "\n" << describe(gr);
   }

@@ -59,12 +59,9 @@ double inv_sqrt(std::size_t d) { return static_cast<float>(1.0 / std::sqrt(stati
 // non-causal, and a decode case (n_q = 1).
 std::vector<AttentionCase> attention_battery() {
   return {
-      attn_case(8, 40, 32, 4, 2, true, 0, 0.0, inv_sqrt(32)),
-      attn_case(8, 40, 32, 2, 1, true, 8, 0.0, inv_sqrt(32)),
-      attn_case(8, 40, 32, 2, 2, true, 0, 4.0, inv_sqrt(32)),
-      attn_case(8, 40, 64, 2, 2, true, 0, 0.0, 1.0),
-      attn_case(6, 24, 16, 2, 2, false, 0, 0.0, 0.25),
-      attn_case(1, 40, 32, 4, 2, true, 0, 0.0, inv_sqrt(32)),
+      attn_case(8, 40, 32, 4, 2, true, 0, 0.0, inv_sqrt(32)), attn_case(8, 40, 32, 2, 1, true, 8, 0.0, inv_sqrt(32)),
+      attn_case(8, 40, 32, 2, 2, true, 0, 4.0, inv_sqrt(32)), attn_case(8, 40, 64, 2, 2, true, 0, 0.0, 1.0),
+      attn_case(6, 24, 16, 2, 2, false, 0, 0.0, 0.25),        attn_case(1, 40, 32, 4, 2, true, 0, 0.0, inv_sqrt(32)),
   };
 }
 
@@ -154,9 +151,9 @@ std::string sanitize(std::string s) {
 // ---------------------------------------------------------------------------------------------------------------
 
 const std::set<std::string>& known_rules() {
-  static const std::set<std::string> r = {"oracle_bound",   "two_sided",     "on_off_bound",  "on_off_bitwise",
-                                          "chunked_bound",  "chunked_bitwise", "unused_slots", "capacity_bitwise",
-                                          "capacity_bound"};
+  static const std::set<std::string> r = {"oracle_bound",   "two_sided",        "on_off_bound",
+                                          "on_off_bitwise", "chunked_bound",    "chunked_bitwise",
+                                          "unused_slots",   "capacity_bitwise", "capacity_bound"};
   return r;
 }
 
@@ -253,8 +250,8 @@ TEST_P(MutantIsCaught, ByANamedRule) {
   }
   std::string expected;
   for (const auto& r : m.caught_by) expected += r + " ";
-  EXPECT_FALSE(caught.empty()) << m.name << " (" << m.bug << ") passed every rule it should fail: " << expected
-                               << "(" << other.size() << " other rules failed)";
+  EXPECT_FALSE(caught.empty()) << m.name << " (" << m.bug << ") passed every rule it should fail: " << expected << "("
+                               << other.size() << " other rules failed)";
 }
 
 INSTANTIATE_TEST_SUITE_P(Mutant, MutantIsCaught, ::testing::ValuesIn(catalogue_names()),
@@ -275,8 +272,10 @@ TEST_P(MutantBasePasses, EveryRuleOver20Seeds) {
       ++checked;
       if (!o.r.pass) failures += "  " + line(o) + " " + o.r.detail + "\n";
       auto it = std::find_if(worst.begin(), worst.end(), [&](const Outcome& w) { return w.r.rule == o.r.rule; });
-      if (it == worst.end()) worst.push_back(o);
-      else if (!(o.r.headroom >= it->r.headroom)) *it = o;
+      if (it == worst.end())
+        worst.push_back(o);
+      else if (!(o.r.headroom >= it->r.headroom))
+        *it = o;
     }
   }
   for (const Outcome& w : worst) {

@@ -99,7 +99,8 @@ TEST(Sweep, GemmItemRunsTheOracleRuleWithTheSuiteSeed) {
   EXPECT_EQ(r.seq_len, it.gemm->shape.k);
   EXPECT_EQ(r.head_dim, 0u);
   EXPECT_FALSE(r.on_off.has_value());
-  const auto direct = check_gemm_matches_oracle(*reg().find_gemm(it.kernel), *it.gemm, seed_for("gemm_oracle", it.case_id));
+  const auto direct =
+      check_gemm_matches_oracle(*reg().find_gemm(it.kernel), *it.gemm, seed_for("gemm_oracle", it.case_id));
   ASSERT_EQ(r.rules.size(), direct.size());
   for (std::size_t i = 0; i < direct.size(); ++i) {
     EXPECT_EQ(r.rules[i].rule, direct[i].rule);
@@ -120,8 +121,8 @@ TEST(Sweep, AttentionItemRunsEveryAttentionRuleAndMeasuresOnOff) {
   EXPECT_EQ(r.head_dim, it.attention->call.shape.d);
   std::set<std::string> rules;
   for (const auto& c : r.rules) rules.insert(c.rule);
-  for (const char* want : {"oracle_bound", "two_sided", "chunked_bound.chunk1", "chunked_bound.chunk4",
-                           "chunked_bound.chunk16"})
+  for (const char* want :
+       {"oracle_bound", "two_sided", "chunked_bound.chunk1", "chunked_bound.chunk4", "chunked_bound.chunk16"})
     EXPECT_TRUE(rules.count(want)) << want << " missing; have:\n" << describe(r.rules);
   EXPECT_TRUE(rules.count("on_off_bound") || rules.count("on_off_bitwise")) << describe(r.rules);
   ASSERT_TRUE(r.on_off.has_value());

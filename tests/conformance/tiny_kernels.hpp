@@ -16,9 +16,9 @@ namespace kvconf::test {
 
 enum class GemmBug {
   none,
-  drop_last_term,       // the reduction misses its last term
-  decode_fp16_acc,      // M = 1 accumulates in fp16 (llama.cpp-style precision switch); path() says so
-  fp16_accumulate,      // accumulates in fp16 while path() claims fp32
+  drop_last_term,   // the reduction misses its last term
+  decode_fp16_acc,  // M = 1 accumulates in fp16 (llama.cpp-style precision switch); path() says so
+  fp16_accumulate,  // accumulates in fp16 while path() claims fp32
 };
 
 inline kernels::GemmKernel tiny_gemm(GemmBug bug, bool cache_invariant = true) {
@@ -99,8 +99,8 @@ inline kernels::AttentionKernel tiny_attention(AttnBug bug, bool cache_invariant
     const auto& p = call.params;
     const std::size_t group = s.n_heads / s.n_kv_heads;
     const std::size_t keys = bug == AttnBug::reads_unused_slots ? call.cap() : s.n_kv;
-    const bool pv16 = (bug == AttnBug::decode_fp16_pv && s.n_q == 1) ||
-                      (bug == AttnBug::capacity_fp16_pv && call.cap() > s.n_kv);
+    const bool pv16 =
+        (bug == AttnBug::decode_fp16_pv && s.n_q == 1) || (bug == AttnBug::capacity_fp16_pv && call.cap() > s.n_kv);
     std::vector<float> sc(keys);
     for (std::size_t i = 0; i < s.n_q; ++i) {
       std::int64_t pos = p.q_offset + static_cast<std::int64_t>(i);
@@ -112,12 +112,15 @@ inline kernels::AttentionKernel tiny_attention(AttnBug bug, bool cache_invariant
         for (std::size_t j = 0; j < keys; ++j) {
           const auto jj = static_cast<std::int64_t>(j);
           bool v = j < s.n_kv;
-          if (p.causal) v = v && jj <= pos && (p.window <= 0 || pos - jj < p.window);
-          else v = v && (p.window <= 0 || std::llabs(pos - jj) < p.window);
+          if (p.causal)
+            v = v && jj <= pos && (p.window <= 0 || pos - jj < p.window);
+          else
+            v = v && (p.window <= 0 || std::llabs(pos - jj) < p.window);
           if (bug == AttnBug::decode_mask_short && s.n_q == 1 && jj == pos) v = false;
           vis[j] = v;
           float d = 0.0f;
-          for (std::size_t c = 0; c < s.d; ++c) d = std::fmaf(q[(i * s.n_heads + h) * s.d + c], kc[(j * s.n_kv_heads + kh) * s.d + c], d);
+          for (std::size_t c = 0; c < s.d; ++c)
+            d = std::fmaf(q[(i * s.n_heads + h) * s.d + c], kc[(j * s.n_kv_heads + kh) * s.d + c], d);
           float z = d * static_cast<float>(p.scale);
           if (p.softcap > 0.0) z = static_cast<float>(p.softcap) * kernels::tanh_f32(z / static_cast<float>(p.softcap));
           sc[j] = z;

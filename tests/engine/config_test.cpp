@@ -192,7 +192,8 @@ TEST_P(HfConfigRejects, NamesTheField) {
 INSTANTIATE_TEST_SUITE_P(
     All, HfConfigRejects,
     ::testing::Values(
-        Rejection{"model_type", llama2, R"({"model_type": "gpt2"})", "model_type: \"gpt2\" is not supported (expected \"llama\", \"mistral\" or \"gemma2\")"},
+        Rejection{"model_type", llama2, R"({"model_type": "gpt2"})",
+                  "model_type: \"gpt2\" is not supported (expected \"llama\", \"mistral\" or \"gemma2\")"},
         Rejection{"no_model_type", llama2, R"({"model_type": null})", "model_type"},
         Rejection{"rope_scaling", llama2, R"({"rope_scaling": {"type": "linear", "factor": 2.0}})", "rope_scaling"},
         Rejection{"attention_bias", llama2, R"({"attention_bias": true})", "attention_bias"},

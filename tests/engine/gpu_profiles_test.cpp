@@ -39,7 +39,8 @@ TEST(GpuProfiles, UnavailableWhereTheGpuIs) {
 }
 
 // With a device: every GPU profile resolves against the CPU registry alone (its CUDA kernels from the engine's
-// fallback registry) to kernels of the names it lists. Without one: DeviceUnavailable naming the profile and the reason.
+// fallback registry) to kernels of the names it lists. Without one: DeviceUnavailable naming the profile and the
+// reason.
 TEST(GpuProfiles, ResolveFromTheCpuRegistry) {
   const kernels::Registry cpu = kernels::cpu_registry();
   for (const engine::Profile& p : engine::gpu_profiles()) {

@@ -33,9 +33,15 @@ bool contains(const std::string& s, const std::string& sub) { return s.find(sub)
 
 // Tiny configs: q_dim (heads · head_dim) differs from hidden for Gemma-2 so o_proj's transpose shape is exercised.
 nlohmann::json tiny_config(bool gemma) {
-  nlohmann::json j = {{"model_type", gemma ? "gemma2" : "llama"}, {"vocab_size", 16}, {"hidden_size", 8},
-                      {"intermediate_size", 12}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
-                      {"num_key_value_heads", 1}, {"max_position_embeddings", 32}, {"rms_norm_eps", 1e-6},
+  nlohmann::json j = {{"model_type", gemma ? "gemma2" : "llama"},
+                      {"vocab_size", 16},
+                      {"hidden_size", 8},
+                      {"intermediate_size", 12},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 2},
+                      {"num_key_value_heads", 1},
+                      {"max_position_embeddings", 32},
+                      {"rms_norm_eps", 1e-6},
                       {"torch_dtype", "float32"}};
   if (gemma) {
     j["head_dim"] = 6;
@@ -287,13 +293,13 @@ std::vector<float> raw_floats(const fs::path& p, std::size_t float_index, std::s
 
 fs::path stories() { return fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin"; }
 
-#define REQUIRE_SHARED(path)                                                                   \
-  do {                                                                                         \
-    if (!fs::exists(path)) {                                                                   \
-      const char* ci = std::getenv("CI");                                                      \
+#define REQUIRE_SHARED(path)                                                                      \
+  do {                                                                                            \
+    if (!fs::exists(path)) {                                                                      \
+      const char* ci = std::getenv("CI");                                                         \
       if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI=true but missing " << (path); \
-      GTEST_SKIP() << "shared data not found: " << (path) << " (set KVCONF_SHARED_DIR)";      \
-    }                                                                                          \
+      GTEST_SKIP() << "shared data not found: " << (path) << " (set KVCONF_SHARED_DIR)";          \
+    }                                                                                             \
   } while (0)
 
 }  // namespace

@@ -49,7 +49,8 @@ inline Model random_model(const ModelConfig& c, Format storage, std::uint64_t se
   auto normal = [&](std::size_t n, double sigma, double mean = 0.0) {
     std::vector<float> v(n);
     for (float& x : v) {
-      const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53, u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
+      const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53,
+                   u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
       x = kernels::round_double(storage, mean + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
     }
     return v;

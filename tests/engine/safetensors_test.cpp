@@ -62,8 +62,20 @@ bool contains(const std::string& s, const std::string& sub) { return s.find(sub)
 
 // Values whose rounding to fp16 / bf16 is known: ties to even, overflow, subnormals.
 TEST(Safetensors, RoundTripEachDtypeRoundsToNearestEven) {
-  const std::vector<float> v = {0.0f, -0.0f, 1.0f, -2.5f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f,
-                                1.0f + 3 * 0x1p-8f, 70000.0f, 0x1p-24f, 0x1p-25f, 3 * 0x1p-25f, 3.14159265f, 1e-30f};
+  const std::vector<float> v = {0.0f,
+                                -0.0f,
+                                1.0f,
+                                -2.5f,
+                                1.0f + 0x1p-11f,
+                                1.0f + 3 * 0x1p-11f,
+                                1.0f + 0x1p-8f,
+                                1.0f + 3 * 0x1p-8f,
+                                70000.0f,
+                                0x1p-24f,
+                                0x1p-25f,
+                                3 * 0x1p-25f,
+                                3.14159265f,
+                                1e-30f};
   const fs::path p = temp_dir() / "rt.safetensors";
   write_safetensors(p, {{"a16", Dtype::f16, {2, 7}, v}, {"b16", Dtype::bf16, {14}, v}, {"c32", Dtype::f32, {14, 1}, v}},
                     {{"format", "pt"}});
@@ -275,7 +287,8 @@ TEST(Checkpoint, ShardedIndex) {
     (void)c.get("c", {2});
     ADD_FAILURE();
   } catch (const LoadError& e) {
-    EXPECT_EQ(std::string(e.what()), (d / "model-00002-of-00002.safetensors").string() + ": c: shape [1] (expected [2])");
+    EXPECT_EQ(std::string(e.what()),
+              (d / "model-00002-of-00002.safetensors").string() + ": c: shape [1] (expected [2])");
   }
   try {
     (void)c.get("zz", {1});

@@ -22,8 +22,8 @@ fs::path llama2_model() { return fs::path(KVCONF_SHARED_DIR) / "tokenizers" / "l
   do {                                                                                            \
     if (!fs::exists(path)) {                                                                      \
       const char* ci = std::getenv("CI");                                                         \
-      if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI=true but missing " << (path);  \
-      GTEST_SKIP() << "shared data not found: " << (path) << " (set KVCONF_SHARED_DIR)";         \
+      if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI=true but missing " << (path); \
+      GTEST_SKIP() << "shared data not found: " << (path) << " (set KVCONF_SHARED_DIR)";          \
     }                                                                                             \
   } while (0)
 

@@ -105,7 +105,6 @@ std::string message_of(const std::string& harness, const std::string& file) {
   return what.value_or("");
 }
 
-
 // Each case: the input a fuzzer found (fuzz/regressions/<harness>/<file>), what went wrong before the fix, and the
 // clear error it gets now.
 

@@ -38,9 +38,9 @@ std::string sanitize(const std::string& s) {
 }
 
 struct GoldenCase {
-  std::string file;        // kernels.json or tokens-<profile>.json
-  std::string key;         // kernel case key; empty for a token file
-  std::string profile;     // token file's profile
+  std::string file;           // kernels.json or tokens-<profile>.json
+  std::string key;            // kernel case key; empty for a token file
+  std::string profile;        // token file's profile
   std::string name() const {  // "<kernel>__<case_id>" (as the suites) or "tokens_<profile>", non-alphanumerics as _
     if (key.empty()) return "tokens_" + sanitize(profile);
     const auto bar = key.find('|');
@@ -109,7 +109,8 @@ TEST_P(GoldenConformance, MatchesGolden) {
     std::string changes;
     for (const auto& ch : compare(*stat, rec, b.band)) changes += describe(ch) + "\n";
     EXPECT_TRUE(changes.empty()) << "changed against " << (kDir / kKernelFile)
-                                 << " (if intended: kvconf golden update):\n" << changes;
+                                 << " (if intended: kvconf golden update):\n"
+                                 << changes;
     return;
   }
   Baseline b;

@@ -149,7 +149,8 @@ TEST(Golden, MissingAndNewEntriesAreReported) {
   ASSERT_EQ(changes.size(), 2u);
   bool missing = false, added = false;
   for (const auto& c : changes) {
-    missing = missing || (c.key == "cpu.attn.b|" + run.kernels[0].case_id && c.old_value == "yes" && c.new_value == "no");
+    missing =
+        missing || (c.key == "cpu.attn.b|" + run.kernels[0].case_id && c.old_value == "yes" && c.new_value == "no");
     added = added || (c.key == pair("ids:02").key() && c.old_value == "no" && c.new_value == "yes");
   }
   EXPECT_TRUE(missing);

@@ -85,7 +85,8 @@ Inputs make_inputs(const GpuCase& c, std::uint64_t seed) {
 }
 
 std::vector<double> row(const std::vector<float>& a, std::size_t r, std::size_t k) {
-  return std::vector<double>(a.begin() + static_cast<std::ptrdiff_t>(r * k), a.begin() + static_cast<std::ptrdiff_t>((r + 1) * k));
+  return std::vector<double>(a.begin() + static_cast<std::ptrdiff_t>(r * k),
+                             a.begin() + static_cast<std::ptrdiff_t>((r + 1) * k));
 }
 
 // y (t, n): the M = t call, and y1 (t, n): the same rows computed one M = 1 call each (the decode path).
@@ -175,11 +176,13 @@ TEST_P(GpuGemmBitwise, MatchesEmulation) {
       at += std::to_string(r) + "," + std::to_string(j) + ")";
       f.checked += 3;
       if (!same_bits(y.full[i], e_full))
-        f.add("M=" + std::to_string(c.t) + " " + at + " gpu=" + hexf(y.full[i]) + " emulation(" + p_full.name + ")=" + hexf(e_full));
+        f.add("M=" + std::to_string(c.t) + " " + at + " gpu=" + hexf(y.full[i]) + " emulation(" + p_full.name +
+              ")=" + hexf(e_full));
       if (!same_bits(y.ones[i], e_one))
         f.add("M=1 " + at + " gpu=" + hexf(y.ones[i]) + " emulation(" + p_one.name + ")=" + hexf(e_one));
       if (k.info.cache_invariant && !same_bits(y.ones[i], y.full[i]))
-        f.add("cache_invariant: M=1 " + at + " " + hexf(y.ones[i]) + " != M=" + std::to_string(c.t) + " " + hexf(y.full[i]));
+        f.add("cache_invariant: M=1 " + at + " " + hexf(y.ones[i]) + " != M=" + std::to_string(c.t) + " " +
+              hexf(y.full[i]));
     }
   }
   ::testing::Test::RecordProperty("path", p_full.name);
@@ -241,9 +244,9 @@ TEST_P(GpuGemmTensorCore, ModelAgreement) {
         const double err = error_up(got[i], orc.approx[i]), b = terms.at(orc.abs_sum[i]);
         ++bound.checked;
         if (!(err <= b))
-          bound.add("M=" + std::to_string(m) + " (" + std::to_string(r) + "," + std::to_string(j) + ") gpu=" +
-                    hexf(got[i]) + " oracle=" + test::hex(orc.approx[i]) + " error=" + test::hex(err) + " bound(" +
-                    p.name + ")=" + test::hex(b));
+          bound.add("M=" + std::to_string(m) + " (" + std::to_string(r) + "," + std::to_string(j) +
+                    ") gpu=" + hexf(got[i]) + " oracle=" + test::hex(orc.approx[i]) + " error=" + test::hex(err) +
+                    " bound(" + p.name + ")=" + test::hex(b));
       }
     }
     std::string tag = "m";
@@ -257,7 +260,8 @@ TEST_P(GpuGemmTensorCore, ModelAgreement) {
   bound.expect_none(c.kernel + " within the a-priori bound of its tensor-core path, " + c.id());
 }
 
-INSTANTIATE_TEST_SUITE_P(Cuda, GpuGemmTensorCore, ::testing::ValuesIn(cases_for("cuda.gemm.cublas.f16.acc32")), CaseName{});
+INSTANTIATE_TEST_SUITE_P(Cuda, GpuGemmTensorCore, ::testing::ValuesIn(cases_for("cuda.gemm.cublas.f16.acc32")),
+                         CaseName{});
 
 // ---- weight residency ------------------------------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ AttentionCall decode_call(std::size_t d = 128, std::size_t n_q = 1, std::size_t 
 }
 
 const std::vector<std::string> kCudaNames = {
-    "cuda.attn.simple.f16",   "cuda.attn.simple.f32",    "cuda.attn.flash2.f16",    "cuda.attn.flash2.f32",
-    "cuda.attn.splitkv.f16",  "cuda.attn.splitkv.f32",   "cuda.attn.invariant.f16", "cuda.attn.invariant.f32"};
+    "cuda.attn.simple.f16",  "cuda.attn.simple.f32",  "cuda.attn.flash2.f16",    "cuda.attn.flash2.f32",
+    "cuda.attn.splitkv.f16", "cuda.attn.splitkv.f32", "cuda.attn.invariant.f16", "cuda.attn.invariant.f32"};
 
 TEST(GpuBackend, ReasonOrDeviceName) {
   const auto why = gpu_unavailable();
@@ -114,8 +114,8 @@ TEST(GpuBackend, PipelinesMatchTheCpuEmulationsOfTheSameOrder) {
       ASSERT_NE(c, nullptr);
       for (const AttentionCall& call : calls)
         expect_same_numerics(g->pipeline(call), c->pipeline(call),
-                             g->info.name + " n_q=" + std::to_string(call.shape.n_q) + " n_kv=" +
-                                 std::to_string(call.shape.n_kv) + " d=" + std::to_string(call.shape.d));
+                             g->info.name + " n_q=" + std::to_string(call.shape.n_q) +
+                                 " n_kv=" + std::to_string(call.shape.n_kv) + " d=" + std::to_string(call.shape.d));
     }
 }
 

@@ -238,7 +238,8 @@ TEST_P(AttentionKernelTest, CacheInvarianceClaimHolds) {
       ++checked;
       seeds_differing += count_diff(one, rows_of(two, 1, 2, s2.n_heads * s2.d_v)) > 0 ? 1 : 0;
     }
-    ::testing::Test::RecordProperty("decode_differs_seeds", std::to_string(seeds_differing) + "/" + std::to_string(checked));
+    ::testing::Test::RecordProperty("decode_differs_seeds",
+                                    std::to_string(seeds_differing) + "/" + std::to_string(checked));
     std::printf("[   info   ] %s: decode differs from the prefill row for %zu of %zu seeds\n", GetParam().c_str(),
                 seeds_differing, checked);
     EXPECT_GT(seeds_differing, 0u) << "claims no cache invariance, yet decode never differed; " << seed_note(seed);
@@ -253,12 +254,13 @@ TEST_P(AttentionKernelTest, CacheInvarianceClaimHolds) {
     ++scenarios;
     const std::vector<float> full = run(k(), c);
     // Decode at several positions (split and block boundaries), the cache filled up to that position.
-    for (const std::size_t pos : {std::size_t{0}, std::size_t{63}, std::size_t{255}, std::size_t{256},
-                                  std::size_t{511}, std::size_t{599}}) {
+    for (const std::size_t pos :
+         {std::size_t{0}, std::size_t{63}, std::size_t{255}, std::size_t{256}, std::size_t{511}, std::size_t{599}}) {
       const AttentionCall dec = chunk_call(c.call, pos, pos + 1);
       const std::vector<float> q1 = rows_of(c.q, pos, pos + 1, sh.n_heads * sh.d);
       EXPECT_EQ(count_diff(run(k(), dec, q1, c.k, c.v), rows_of(full, pos, pos + 1, row)), 0u)
-          << "decode at " << pos << ", window " << base.window << ", softcap " << base.softcap << ", " << seed_note(seed);
+          << "decode at " << pos << ", window " << base.window << ", softcap " << base.softcap << ", "
+          << seed_note(seed);
     }
     // Capacity: the same cache in a buffer twice as large (NaN tail).
     {
@@ -267,8 +269,9 @@ TEST_P(AttentionKernelTest, CacheInvarianceClaimHolds) {
       std::vector<float> kk(1200 * sh.n_kv_heads * sh.d, kNaN), vv(1200 * sh.n_kv_heads * sh.d_v, kNaN);
       std::copy_n(c.k.begin(), 600 * sh.n_kv_heads * sh.d, kk.begin());
       std::copy_n(c.v.begin(), 600 * sh.n_kv_heads * sh.d_v, vv.begin());
-      EXPECT_EQ(count_diff(run(k(), dec, rows_of(c.q, 599, 600, sh.n_heads * sh.d), kk, vv),
-                           rows_of(full, 599, 600, row)), 0u)
+      EXPECT_EQ(
+          count_diff(run(k(), dec, rows_of(c.q, 599, 600, sh.n_heads * sh.d), kk, vv), rows_of(full, 599, 600, row)),
+          0u)
           << "capacity 1200, " << seed_note(seed);
     }
     // Chunked prefill (chunks of 1 for the first 40 rows, then 7, 64, 200).
@@ -312,9 +315,8 @@ TEST_P(AttentionKernelTest, MasksMatchOracleVisibility) {
     std::int64_t window;
   };
   const M cases[] = {
-      {24, 24, 0, true, 0},   {10, 24, 14, true, 0},  {10, 24, 14, true, 5},  {24, 24, 0, false, 4},
-      {24, 24, 0, false, 0},  {1, 24, 23, true, 0},   {1, 24, 15, true, 0},   {1, 24, 10, false, 4},
-      {1, 24, 20, true, 6},   {6, 24, 3, false, 30},
+      {24, 24, 0, true, 0}, {10, 24, 14, true, 0}, {10, 24, 14, true, 5}, {24, 24, 0, false, 4}, {24, 24, 0, false, 0},
+      {1, 24, 23, true, 0}, {1, 24, 15, true, 0},  {1, 24, 10, false, 4}, {1, 24, 20, true, 6},  {6, 24, 3, false, 30},
   };
   std::size_t checked = 0;
   for (const M& mc : cases) {
@@ -341,10 +343,9 @@ TEST_P(AttentionKernelTest, MasksMatchOracleVisibility) {
                                     static_cast<std::int64_t>(mc.n_kv));
           ++checked;
           EXPECT_EQ(o.out[e] != 0.0, rule) << "oracle vs the rule at row " << i << " key " << j;
-          EXPECT_EQ(out[e] != 0.0f, rule) << k().pipeline(c.call).name << ": row " << i << " (pos "
-                                          << mc.q_offset + static_cast<std::int64_t>(i) << ") key " << j
-                                          << " causal " << mc.causal << " window " << mc.window << ", "
-                                          << seed_note(seed);
+          EXPECT_EQ(out[e] != 0.0f, rule)
+              << k().pipeline(c.call).name << ": row " << i << " (pos " << mc.q_offset + static_cast<std::int64_t>(i)
+              << ") key " << j << " causal " << mc.causal << " window " << mc.window << ", " << seed_note(seed);
         }
   }
   EXPECT_GT(checked, 0u);
@@ -362,7 +363,7 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AttentionKernelTest, ::testing::ValuesIn(kernel_na
 // (e) Straightforward scalar implementations of the documented orders, with kvconf::arith ops (every value a
 // double holding a value of the stated format) and kvconf::dot; they must equal the fast kernels bit for bit.
 
-double exp32(double x) { return static_cast<float>(std::exp(x)); }   // exp_f32 of an fp32 value
+double exp32(double x) { return static_cast<float>(std::exp(x)); }  // exp_f32 of an fp32 value
 double tanh32(double x) { return static_cast<float>(std::tanh(x)); }
 double log32(double x) { return static_cast<float>(std::log(x)); }
 constexpr Format F32 = Format::fp32;
@@ -456,7 +457,8 @@ std::vector<double> ref_splits(const Case& c, Format f, std::size_t i, std::size
 // Compares a kernel's out rows with reference rows; ref(i, h) gives (dv) values.
 template <class Ref>
 void expect_rows(const std::vector<float>& out, const AttentionShape& sh, const std::vector<std::size_t>& rows,
-                 const std::vector<std::size_t>& heads, Ref ref, kvconf::test::Failures& fails, const std::string& what) {
+                 const std::vector<std::size_t>& heads, Ref ref, kvconf::test::Failures& fails,
+                 const std::string& what) {
   for (const std::size_t i : rows)
     for (const std::size_t h : heads) {
       const std::vector<double> want = ref(i, h);
@@ -501,18 +503,21 @@ TEST(AttentionScalarReference, A1EqualsFlash2Recurrence) {
         pr.scale = static_cast<float>(pr.scale);
         const AttentionShape sh{290, 290, 2, 1, d, 24};
         const Case c = make_case(f, sh, pr, 300, seed + d + (softcap ? 1 : 0), 1.5);
-        const AttentionKernel& kk = kernel("cpu.attn.a1_flash2." + std::string(f == Format::fp16 ? "f16" : f == Format::bf16 ? "bf16" : "f32"));
+        const AttentionKernel& kk = kernel("cpu.attn.a1_flash2." + std::string(f == Format::fp16   ? "f16"
+                                                                               : f == Format::bf16 ? "bf16"
+                                                                                                   : "f32"));
         const std::vector<float> out = run(kk, c);
         const std::size_t bc = d <= 64 ? 128 : 64;
-        expect_rows(out, sh, {0, 1, 63, 64, 127, 128, 200, 289}, {0, 1},
-                    [&](std::size_t i, std::size_t h) {
-                      const auto [lo, hi] = vis(pr, sh.n_kv, i);
-                      RefFlash r = ref_flash(c, f, i, h, lo, hi, bc);
-                      const double inv = kvconf::div(F32, 1.0, r.l);
-                      for (double& x : r.acc) x = kvconf::round_to(f, kvconf::mul(F32, x, inv));
-                      return r.acc;
-                    },
-                    fails, kk.info.name + (softcap ? " softcap" : " window") + " d" + std::to_string(d));
+        expect_rows(
+            out, sh, {0, 1, 63, 64, 127, 128, 200, 289}, {0, 1},
+            [&](std::size_t i, std::size_t h) {
+              const auto [lo, hi] = vis(pr, sh.n_kv, i);
+              RefFlash r = ref_flash(c, f, i, h, lo, hi, bc);
+              const double inv = kvconf::div(F32, 1.0, r.l);
+              for (double& x : r.acc) x = kvconf::round_to(f, kvconf::mul(F32, x, inv));
+              return r.acc;
+            },
+            fails, kk.info.name + (softcap ? " softcap" : " window") + " d" + std::to_string(d));
       }
     }
   }
@@ -533,15 +538,16 @@ TEST(AttentionScalarReference, A7AndA2DecodeEqualSplitCombine) {
       Case c = make_case(f, sh, pr, 700, seed, 1.5);
       plant_cancellation(c, 450, 600, seed + 3);  // different splits
       const std::vector<float> out = run(kernel("cpu.attn.a7_fixedsplit." + sfx), c);
-      expect_rows(out, sh, {0, 255, 256, 300, 511, 512, 699}, {0, 1},
-                  [&](std::size_t i, std::size_t h) {
-                    const auto [lo, hi] = vis(pr, sh.n_kv, i);
-                    std::vector<std::pair<std::size_t, std::size_t>> ranges;
-                    for (std::size_t s = lo / 256; s <= (hi - 1) / 256; ++s)
-                      ranges.emplace_back(std::max(lo, s * 256), std::min(hi, (s + 1) * 256));
-                    return ref_splits(c, f, i, h, ranges, 64);
-                  },
-                  fails, "a7_fixedsplit." + sfx);
+      expect_rows(
+          out, sh, {0, 255, 256, 300, 511, 512, 699}, {0, 1},
+          [&](std::size_t i, std::size_t h) {
+            const auto [lo, hi] = vis(pr, sh.n_kv, i);
+            std::vector<std::pair<std::size_t, std::size_t>> ranges;
+            for (std::size_t s = lo / 256; s <= (hi - 1) / 256; ++s)
+              ranges.emplace_back(std::max(lo, s * 256), std::min(hi, (s + 1) * 256));
+            return ref_splits(c, f, i, h, ranges, 64);
+          },
+          fails, "a7_fixedsplit." + sfx);
     }
     {  // A2 decode: 64 heads, d = 128, capacity 4096 → n_blocks = 32 of 128 keys. A window (here wider than
        // the context) stops FA2 packing the GQA heads, so b·h·m_blocks = 64; with 2·132 SMs the wave
@@ -557,11 +563,12 @@ TEST(AttentionScalarReference, A7AndA2DecodeEqualSplitCombine) {
       const AttentionKernel& a2 = kernel("cpu.attn.a2_splitkv." + sfx);
       EXPECT_NE(a2.pipeline(c.call).name.find("bn128 s=4 nonempty=3"), std::string::npos) << a2.pipeline(c.call).name;
       const std::vector<float> out = run(a2, c);
-      expect_rows(out, sh, {0}, {0, 37, 63},
-                  [&](std::size_t i, std::size_t h) {
-                    return ref_splits(c, f, i, h, {{0, 1024}, {1024, 2048}, {2048, 2500}}, 128);
-                  },
-                  fails, "a2_splitkv." + sfx + " decode");
+      expect_rows(
+          out, sh, {0}, {0, 37, 63},
+          [&](std::size_t i, std::size_t h) {
+            return ref_splits(c, f, i, h, {{0, 1024}, {1024, 2048}, {2048, 2500}}, 128);
+          },
+          fails, "a2_splitkv." + sfx + " decode");
     }
   }
   fails.expect_none("A7 / A2 decode vs scalar split combine");
@@ -572,8 +579,9 @@ TEST(AttentionScalarReference, A6EqualsEagerOps) {
   kvconf::test::Failures fails;
   fails.set_seed(seed);
   for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) {
-    const AttentionKernel& kk =
-        kernel("cpu.attn.a6_eager." + std::string(f == Format::fp16 ? "f16" : f == Format::bf16 ? "bf16" : "f32"));
+    const AttentionKernel& kk = kernel("cpu.attn.a6_eager." + std::string(f == Format::fp16   ? "f16"
+                                                                          : f == Format::bf16 ? "bf16"
+                                                                                              : "f32"));
     for (const bool decode : {false, true}) {
       for (const bool softcap : {false, true}) {
         AttentionParams pr;
@@ -619,17 +627,20 @@ TEST(AttentionScalarReference, A6EqualsEagerOps) {
             for (std::size_t j = 0; j < n_kv; ++j) vcol[j] = v_at(c, j, 0, cc);
             if (decode) {  // split-K over all n_kv positions, as the pipeline says
               o[cc] = kvconf::dot(pl.pv_spec, pl.pv_order, p, vcol);
-            } else {       // one chain over the visible keys
+            } else {  // one chain over the visible keys
               o[cc] = kvconf::dot(pl.pv_spec, kvconf::Sequential{},
-                                  std::vector<double>(p.begin() + static_cast<std::ptrdiff_t>(lo), p.begin() + static_cast<std::ptrdiff_t>(hi)),
-                                  std::vector<double>(vcol.begin() + static_cast<std::ptrdiff_t>(lo), vcol.begin() + static_cast<std::ptrdiff_t>(hi)));
+                                  std::vector<double>(p.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                      p.begin() + static_cast<std::ptrdiff_t>(hi)),
+                                  std::vector<double>(vcol.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                      vcol.begin() + static_cast<std::ptrdiff_t>(hi)));
             }
             o[cc] = kvconf::round_to(f, o[cc]);
           }
           return o;
         };
         expect_rows(out, sh, decode ? std::vector<std::size_t>{0} : std::vector<std::size_t>{0, 31, 32, 150, 270, 299},
-                    {0, 1}, ref, fails, kk.info.name + (decode ? " decode" : " prefill") + (softcap ? " softcap" : " window"));
+                    {0, 1}, ref, fails,
+                    kk.info.name + (decode ? " decode" : " prefill") + (softcap ? " softcap" : " window"));
       }
     }
   }
@@ -690,8 +701,10 @@ std::vector<double> ref_paged(const Case& c, std::size_t h) {
             const std::size_t j = pg * 16 + 8 * hh + e;
             P[e] = j < lg.size() ? kvconf::mul(Format::fp16, lg[j], v_at(c, t0 + j, g, cc)) : 0.0;
           }
-          const double lo = kvconf::add(Format::fp16, kvconf::add(Format::fp16, kvconf::add(Format::fp16, P[0], P[2]), P[4]), P[6]);
-          const double hi = kvconf::add(Format::fp16, kvconf::add(Format::fp16, kvconf::add(Format::fp16, P[1], P[3]), P[5]), P[7]);
+          const double lo =
+              kvconf::add(Format::fp16, kvconf::add(Format::fp16, kvconf::add(Format::fp16, P[0], P[2]), P[4]), P[6]);
+          const double hi =
+              kvconf::add(Format::fp16, kvconf::add(Format::fp16, kvconf::add(Format::fp16, P[1], P[3]), P[5]), P[7]);
           acc[pg % 4][hh] = kvconf::add(F32, acc[pg % 4][hh], kvconf::add(F32, lo, hi));
         }
       double w[4];
@@ -739,8 +752,8 @@ TEST(AttentionScalarReference, A4EqualsPagedThreadModel) {
     plant_cancellation(c, 5, n_kv <= 512 ? 21 : 600, seed + 6);  // warps 0 and 1; v2: partitions 0 and 1
     const std::string path = a4.pipeline(c.call).name;
     EXPECT_EQ(path.rfind(n_kv <= 512 ? "paged v1" : "paged v2", 0), 0u) << path;
-    expect_rows(run(a4, c), sh, {0}, {0, 1, 2, 3}, [&](std::size_t, std::size_t h) { return ref_paged(c, h); }, fails,
-                path);
+    expect_rows(
+        run(a4, c), sh, {0}, {0, 1, 2, 3}, [&](std::size_t, std::size_t h) { return ref_paged(c, h); }, fails, path);
   }
   fails.expect_none("A4 vs scalar paged thread model");
 }
@@ -818,7 +831,8 @@ TEST(AttentionPipeline, FieldsForKnownShapes) {
   EXPECT_EQ(p.qk_spec.out, Format::fp16);
   EXPECT_EQ(p.score, Format::fp16);
   EXPECT_EQ(std::get<kvconf::SplitK>(pl("cpu.attn.a6_eager.f16", shape_call(1, 100, 8, 8, 128)).pv_order).s, 2u);
-  EXPECT_TRUE(std::holds_alternative<kvconf::Sequential>(pl("cpu.attn.a6_eager.f16", shape_call(64, 64, 8, 8, 128)).pv_order));
+  EXPECT_TRUE(
+      std::holds_alternative<kvconf::Sequential>(pl("cpu.attn.a6_eager.f16", shape_call(64, 64, 8, 8, 128)).pv_order));
 
   // A7: 256-key splits, Bc 64 inside (d = 128): the last row of a 600-key prefill sees 3 splits of <= 4 blocks.
   p = pl("cpu.attn.a7_fixedsplit.f16", shape_call(600, 600, 4, 4, 128));
@@ -830,13 +844,10 @@ TEST(AttentionPipeline, FieldsForKnownShapes) {
 
 TEST(AttentionRegistry, KernelsAndClaims) {
   const std::pair<const char*, bool> expected[] = {
-      {"cpu.attn.a1_flash2.f16", true},      {"cpu.attn.a1_flash2.bf16", true},
-      {"cpu.attn.a1_flash2.f32", true},      {"cpu.attn.a2_splitkv.f16", false},
-      {"cpu.attn.a2_splitkv.f32", false},
-      {"cpu.attn.a4_paged.f16", false},      {"cpu.attn.a6_eager.f16", false},
-      {"cpu.attn.a6_eager.bf16", false},     {"cpu.attn.a6_eager.f32", false},
-      {"cpu.attn.a7_fixedsplit.f16", true},  {"cpu.attn.a7_fixedsplit.bf16", true},
-      {"cpu.attn.a7_fixedsplit.f32", true},
+      {"cpu.attn.a1_flash2.f16", true},     {"cpu.attn.a1_flash2.bf16", true},     {"cpu.attn.a1_flash2.f32", true},
+      {"cpu.attn.a2_splitkv.f16", false},   {"cpu.attn.a2_splitkv.f32", false},    {"cpu.attn.a4_paged.f16", false},
+      {"cpu.attn.a6_eager.f16", false},     {"cpu.attn.a6_eager.bf16", false},     {"cpu.attn.a6_eager.f32", false},
+      {"cpu.attn.a7_fixedsplit.f16", true}, {"cpu.attn.a7_fixedsplit.bf16", true}, {"cpu.attn.a7_fixedsplit.f32", true},
   };
   for (const auto& [name, invariant] : expected) {
     const AttentionKernel* k = registry().find_attention(name);

@@ -65,7 +65,8 @@ TEST(FastFp, RoundFp16AroundEveryFp16Value) {
     _mm256_store_ps(out, round_fp16_x8(_mm256_loadu_ps(p.data() + i)));
     for (int l = 0; l < 8; ++l) {
       ++f.checked;
-      if (!same_f(out[l], round_to(Format::fp16, static_cast<double>(p[i + l])))) f.add("round_fp16_x8(" + hex(p[i + l]) + ")");
+      if (!same_f(out[l], round_to(Format::fp16, static_cast<double>(p[i + l]))))
+        f.add("round_fp16_x8(" + hex(p[i + l]) + ")");
     }
   }
 #endif
@@ -140,13 +141,16 @@ TEST(FastFp, FmaMatchesArith) {
     for (int i = 0; i < 200000; ++i) {
       const double a = g.value(f), b = g.value(f);
       double c = g.value(f);
-      if (pick(g.rng) == 0) c = round_to(f, -a * b);                                    // (near) cancellation
-      if (pick(g.rng) == 0) c = round_to(f, std::ldexp(1.0, static_cast<int>(std::ilogb(a * b + 1e-300)) + 12));  // tiny product next to a big c
+      if (pick(g.rng) == 0) c = round_to(f, -a * b);  // (near) cancellation
+      if (pick(g.rng) == 0)
+        c = round_to(
+            f, std::ldexp(1.0, static_cast<int>(std::ilogb(a * b + 1e-300)) + 12));  // tiny product next to a big c
       const float r = fma_format(f, static_cast<float>(a), static_cast<float>(b), static_cast<float>(c));
       const double expect = fma(f, a, b, c);
       ++fl.checked;
       if (!same_f(r, expect) && !(std::isnan(r) && std::isnan(expect)))
-        fl.add(std::string(name(f)) + " fma(" + hex(a) + ", " + hex(b) + ", " + hex(c) + ") = " + hex(r) + ", expected " + hex(expect));
+        fl.add(std::string(name(f)) + " fma(" + hex(a) + ", " + hex(b) + ", " + hex(c) + ") = " + hex(r) +
+               ", expected " + hex(expect));
     }
   }
   fl.expect_none("fma_format");
@@ -177,7 +181,8 @@ TEST(FastFp, Fp16FmaX8MatchesArith) {
       const double expect = fma(Format::fp16, a[l], b[l], c[l]);
       ++fl.checked;
       if (!same_f(r[l], expect))
-        fl.add("fma_fp16_x8(" + hex(a[l]) + ", " + hex(b[l]) + ", " + hex(c[l]) + ") = " + hex(r[l]) + ", expected " + hex(expect));
+        fl.add("fma_fp16_x8(" + hex(a[l]) + ", " + hex(b[l]) + ", " + hex(c[l]) + ") = " + hex(r[l]) + ", expected " +
+               hex(expect));
     }
   }
   fl.expect_none("fma_fp16_x8");
@@ -192,8 +197,10 @@ TEST(FastFp, AddMulAndRoundToOdd) {
     for (int i = 0; i < 100000; ++i) {
       const double a = g.value(f), b = g.value(f);
       fl.checked += 2;
-      if (!same_f(add_format(f, static_cast<float>(a), static_cast<float>(b)), add(f, a, b))) fl.add("add " + hex(a) + " " + hex(b));
-      if (!same_f(mul_format(f, static_cast<float>(a), static_cast<float>(b)), mul(f, a, b))) fl.add("mul " + hex(a) + " " + hex(b));
+      if (!same_f(add_format(f, static_cast<float>(a), static_cast<float>(b)), add(f, a, b)))
+        fl.add("add " + hex(a) + " " + hex(b));
+      if (!same_f(mul_format(f, static_cast<float>(a), static_cast<float>(b)), mul(f, a, b)))
+        fl.add("mul " + hex(a) + " " + hex(b));
     }
   }
   std::mt19937_64 rng(test_seed() + 2);

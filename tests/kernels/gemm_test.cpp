@@ -1,6 +1,6 @@
 // Unit tests of the CPU GEMM kernels (kernels/cpu/gemm_*.cpp): for every registered GEMM kernel and call
-// shapes M ∈ {1, 2, 7, 64}, K ∈ {64, 100, 4096} (and 1025 for M <= 2), the fast kernel equals numerics::dot(path.spec, path.order)
-// bit for bit (AVX2 and scalar loops alike); the path changes with M exactly where the real stack's does
+// shapes M ∈ {1, 2, 7, 64}, K ∈ {64, 100, 4096} (and 1025 for M <= 2), the fast kernel equals numerics::dot(path.spec,
+// path.order) bit for bit (AVX2 and scalar loops alike); the path changes with M exactly where the real stack's does
 // (G2 split-K, G3 GEMV) and not where it must not (G1: rows are bitwise independent of M).
 #include <gtest/gtest.h>
 
@@ -44,7 +44,8 @@ std::vector<float> random_tensor(Format f, std::size_t n, std::mt19937_64& rng) 
   return v;
 }
 
-std::vector<float> run(const GemmKernel& k, const GemmShape& s, const std::vector<float>& x, const std::vector<float>& w) {
+std::vector<float> run(const GemmKernel& k, const GemmShape& s, const std::vector<float>& x,
+                       const std::vector<float>& w) {
   std::vector<float> y(s.m * s.n, -1.0f);
   k.run(s, x, w, y);
   return y;
@@ -93,8 +94,8 @@ void check_kernel_matches_numerics(const GemmKernel& k, bool simd) {
             ++f.checked;
             if (!same(static_cast<double>(y[r * n + j]), expect))
               f.add(k.info.name + (simd ? " simd" : " scalar") + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                    " k=" + std::to_string(kk) + " path " + p.name + " y[" + std::to_string(r) + "][" + std::to_string(j) +
-                    "] = " + hex(y[r * n + j]) + ", numerics " + hex(expect));
+                    " k=" + std::to_string(kk) + " path " + p.name + " y[" + std::to_string(r) + "][" +
+                    std::to_string(j) + "] = " + hex(y[r * n + j]) + ", numerics " + hex(expect));
           }
         }
       }
@@ -105,9 +106,9 @@ void check_kernel_matches_numerics(const GemmKernel& k, bool simd) {
 
 TEST(GemmKernels, RegistryHoldsTheCatalogue) {
   const Registry& r = registry();
-  for (const char* name : {"cpu.gemm.g1.f16", "cpu.gemm.g1.bf16", "cpu.gemm.g1.f32", "cpu.gemm.g1tc.h100.f16",
-                           "cpu.gemm.g2.f16.acc32", "cpu.gemm.g2.f16.out16", "cpu.gemm.g2.f32", "cpu.gemm.g3.f16.acc32",
-                           "cpu.gemm.g3g4.f16.acc16"})
+  for (const char* name :
+       {"cpu.gemm.g1.f16", "cpu.gemm.g1.bf16", "cpu.gemm.g1.f32", "cpu.gemm.g1tc.h100.f16", "cpu.gemm.g2.f16.acc32",
+        "cpu.gemm.g2.f16.out16", "cpu.gemm.g2.f32", "cpu.gemm.g3.f16.acc32", "cpu.gemm.g3g4.f16.acc16"})
     EXPECT_NE(r.find_gemm(name), nullptr) << name;
   EXPECT_EQ(r.find_gemm("cpu.gemm.g2.f16.out16")->info.partial, Format::fp16);
   EXPECT_EQ(r.find_gemm("cpu.gemm.g3g4.f16.acc16")->info.partial, Format::fp16);
@@ -138,8 +139,9 @@ TEST(GemmKernels, SimdAndScalarLoopsAgreeEverywhere) {
   Failures f;
   f.set_seed(test_seed());
   for (const GemmKernel& k : registry().gemm()) {
-    for (const GemmShape s : {GemmShape{1, 5, 3}, GemmShape{3, 9, 17}, GemmShape{1, 33, 257}, GemmShape{5, 41, 1025},
-                              GemmShape{1, 3, 0}, GemmShape{2, 70, 4097}, GemmShape{1, 19, 1025}, GemmShape{1, 7, 11008}}) {
+    for (const GemmShape s :
+         {GemmShape{1, 5, 3}, GemmShape{3, 9, 17}, GemmShape{1, 33, 257}, GemmShape{5, 41, 1025}, GemmShape{1, 3, 0},
+          GemmShape{2, 70, 4097}, GemmShape{1, 19, 1025}, GemmShape{1, 7, 11008}}) {
       const auto x = random_tensor(k.info.in, s.m * s.k, rng);
       const auto w = random_tensor(k.info.in, s.n * s.k, rng);
       std::vector<float> a, b;
@@ -202,7 +204,8 @@ TEST(GemmKernels, RowsOfInvariantKernelsDoNotDependOnM) {
     const auto full = run(k, {M, n, K}, x, w);
     std::size_t differing = 0;
     for (std::size_t r = 0; r < M; ++r) {
-      const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(r * K), x.begin() + static_cast<std::ptrdiff_t>((r + 1) * K));
+      const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(r * K),
+                                  x.begin() + static_cast<std::ptrdiff_t>((r + 1) * K));
       const auto one = run(k, {1, n, K}, xr, w);
       for (std::size_t j = 0; j < n; ++j) differing += same(one[j], full[r * n + j]) ? 0 : 1;
     }
@@ -211,7 +214,8 @@ TEST(GemmKernels, RowsOfInvariantKernelsDoNotDependOnM) {
       EXPECT_EQ(differing, 0u) << k.info.name << " claims cache invariance";
     } else {
       EXPECT_TRUE(path_changes) << k.info.name;
-      EXPECT_GT(differing, 0u) << k.info.name << ": the decode path should differ somewhere (seed " << test_seed() << ")";
+      EXPECT_GT(differing, 0u) << k.info.name << ": the decode path should differ somewhere (seed " << test_seed()
+                               << ")";
     }
     std::printf("[   info   ] %s: %zu of %zu outputs differ between M = 1 and M = %zu calls\n", k.info.name.c_str(),
                 differing, M * n, M);
@@ -241,11 +245,13 @@ TEST(GemmCoreLoops, MatchNumericsBeforeTheOutputRounding) {
       const auto expect_row = [&](std::size_t r, std::size_t j, const AccumSpec& sp, const Order& o, std::size_t lo,
                                   std::size_t hi) {
         for (std::size_t i = 0; i < K; ++i) xr[i] = x[r * K + i], wr[i] = w[j * K + i];
-        return dot(sp, o, std::span<const double>(xr).subspan(lo, hi - lo), std::span<const double>(wr).subspan(lo, hi - lo));
+        return dot(sp, o, std::span<const double>(xr).subspan(lo, hi - lo),
+                   std::span<const double>(wr).subspan(lo, hi - lo));
       };
       const auto compare = [&](const std::string& what, double got, double want) {
         ++f.checked;
-        if (!same(got, want)) f.add(what + (simd ? " simd" : " scalar") + " K=" + std::to_string(K) + ": " + hex(got) + " vs " + hex(want));
+        if (!same(got, want))
+          f.add(what + (simd ? " simd" : " scalar") + " K=" + std::to_string(K) + ": " + hex(got) + " vs " + hex(want));
       };
       // Chains over [lo, hi) (split-K slices), fp32 and fp16 accumulators.
       std::vector<float> out(m * n);
@@ -277,7 +283,9 @@ TEST(GemmCoreLoops, MatchNumericsBeforeTheOutputRounding) {
       for (const TensorCoreParams& p : {TensorCoreParams::h100(), TensorCoreParams::a100(), TensorCoreParams::v100()}) {
         cpu::tensor_core_gemm_f16(p, x, w, m, n, K, out);
         for (std::size_t r = 0; r < m; ++r)
-          for (std::size_t j = 0; j < n; ++j) compare(order_name(TensorCore{p}), out[r * n + j], expect_row(r, j, spec(Format::fp32), TensorCore{p}, 0, K));
+          for (std::size_t j = 0; j < n; ++j)
+            compare(order_name(TensorCore{p}), out[r * n + j],
+                    expect_row(r, j, spec(Format::fp32), TensorCore{p}, 0, K));
       }
     }
   }

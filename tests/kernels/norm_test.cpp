@@ -87,9 +87,9 @@ void check_norm_kernel(const NormKernel& k, bool simd) {
         for (std::size_t i = 0; i < y.size(); ++i) {
           ++fl.checked;
           if (!same(static_cast<double>(y[i]), ref[i]))
-            fl.add(k.info.name + (simd ? " simd" : " scalar") + " rows=" + std::to_string(rows) + " d=" +
-                   std::to_string(d) + (gemma ? " gemma" : " llama") + " y[" + std::to_string(i) + "] = " + hex(y[i]) +
-                   ", numerics " + hex(ref[i]));
+            fl.add(k.info.name + (simd ? " simd" : " scalar") + " rows=" + std::to_string(rows) +
+                   " d=" + std::to_string(d) + (gemma ? " gemma" : " llama") + " y[" + std::to_string(i) +
+                   "] = " + hex(y[i]) + ", numerics " + hex(ref[i]));
         }
       }
     }
@@ -118,13 +118,16 @@ TEST(NormRows, SumsOfSquaresMatchNumerics) {
         ++fl.checked;
         const double want = dot(sp, cpu::r1_order(c), xd, xd);
         const float got = cpu::sum_sq_r1(x.data(), d, c);
-        if (!same(got, want)) fl.add("r1 d=" + std::to_string(d) + " rows=" + std::to_string(rows) + ": " + hex(got) + " vs " + hex(want));
+        if (!same(got, want))
+          fl.add("r1 d=" + std::to_string(d) + " rows=" + std::to_string(rows) + ": " + hex(got) + " vs " + hex(want));
       }
       for (std::size_t chunk : {8u, 1000u, 1024u}) {
         ++fl.checked;
         const double want = dot(sp, Blocked{chunk, true}, xd, xd);
         const float got = cpu::sum_sq_r2(x.data(), d, chunk);
-        if (!same(got, want)) fl.add("r2 d=" + std::to_string(d) + " chunk=" + std::to_string(chunk) + ": " + hex(got) + " vs " + hex(want));
+        if (!same(got, want))
+          fl.add("r2 d=" + std::to_string(d) + " chunk=" + std::to_string(chunk) + ": " + hex(got) + " vs " +
+                 hex(want));
       }
     }
   }
@@ -196,7 +199,8 @@ TEST(NormKernels, RowsDependOnTheCallOnlyForR1) {
     k.run({rows, d}, NormParams{}, x, w, full);
     std::size_t differing = 0, sums_differing = 0;
     for (std::size_t r = 0; r < rows; ++r) {
-      const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(r * d), x.begin() + static_cast<std::ptrdiff_t>((r + 1) * d));
+      const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(r * d),
+                                  x.begin() + static_cast<std::ptrdiff_t>((r + 1) * d));
       k.run({1, d}, NormParams{}, xr, w, one);
       for (std::size_t i = 0; i < d; ++i) differing += same(one[i], full[r * d + i]) ? 0 : 1;
       const std::vector<double> xd(xr.begin(), xr.end());

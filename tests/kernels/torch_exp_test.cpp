@@ -19,8 +19,10 @@ namespace {
 // One source, two executables (tests/kernels/CMakeLists.txt): the AVX2 and the AVX-512 build of exp_u20.
 #if defined(CPU_CAPABILITY_AVX512)
 #define KVCONF_EXP_SUITE TorchExpU20Avx512
-bool cpu_has_it() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"); }
+bool cpu_has_it() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
 #else
 #define KVCONF_EXP_SUITE TorchExpU20Avx2
 bool cpu_has_it() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
@@ -61,9 +63,9 @@ KVCONF_TEST(KVCONF_EXP_SUITE, WithinTheBudgetOverTheSoftmaxRange) {
     }
     if (filled < Vec::size()) break;
   }
-  std::printf("exp_u20: %zu arguments in [%g, 0): max relative error %.3g (%.2f ulp of 2^-23) at x = %.9g; budget %.3g\n",
-              n, static_cast<double>(lo), worst, worst / 0x1p-23, static_cast<double>(worst_x),
-              kvconf::kernels::kExpU20RelError);
+  std::printf(
+      "exp_u20: %zu arguments in [%g, 0): max relative error %.3g (%.2f ulp of 2^-23) at x = %.9g; budget %.3g\n", n,
+      static_cast<double>(lo), worst, worst / 0x1p-23, static_cast<double>(worst_x), kvconf::kernels::kExpU20RelError);
   RecordProperty("max_rel_error", std::to_string(worst));
   EXPECT_GT(n, 1000000u);
   EXPECT_LE(worst, kvconf::kernels::kExpU20RelError);

@@ -167,7 +167,8 @@ TEST(AccumulateOrders, TensorCoreOrderIsTheChainedBlockModel) {
   for (const auto& p : {TensorCoreParams::v100(), TensorCoreParams::a100(), TensorCoreParams::h100()}) {
     EXPECT_EQ(dot(s, TensorCore{p}, x, y), tensor_core_dot(p, Format::fp16, Format::fp32, x, y));
     // Split-K with tensor-core slices: slices are independent chains from c = 0.
-    const double a = tensor_core_dot(p, Format::fp16, Format::fp32, std::span(x).subspan(0, 50), std::span(y).subspan(0, 50));
+    const double a =
+        tensor_core_dot(p, Format::fp16, Format::fp32, std::span(x).subspan(0, 50), std::span(y).subspan(0, 50));
     const double b = tensor_core_dot(p, Format::fp16, Format::fp32, std::span(x).subspan(50), std::span(y).subspan(50));
     EXPECT_EQ(dot(s, SplitK{2, SplitKCombine::accumulator, p}, x, y), add(Format::fp32, a, b));
   }

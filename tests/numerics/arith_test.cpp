@@ -38,12 +38,18 @@ constexpr double kInf = HUGE_VAL;
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::add: return "add";
-    case Op::sub: return "sub";
-    case Op::mul: return "mul";
-    case Op::div: return "div";
-    case Op::sqrt: return "sqrt";
-    case Op::fma: return "fma";
+    case Op::add:
+      return "add";
+    case Op::sub:
+      return "sub";
+    case Op::mul:
+      return "mul";
+    case Op::div:
+      return "div";
+    case Op::sqrt:
+      return "sqrt";
+    case Op::fma:
+      return "fma";
   }
   return "?";
 }
@@ -53,12 +59,18 @@ using Impl = double (*)(Format, Op, double, double, double, RoundOptions);
 
 double kvconf_impl(Format f, Op op, double a, double b, double c, RoundOptions o) {
   switch (op) {
-    case Op::add: return kvconf::add(f, a, b, o);
-    case Op::sub: return kvconf::sub(f, a, b, o);
-    case Op::mul: return kvconf::mul(f, a, b, o);
-    case Op::div: return kvconf::div(f, a, b, o);
-    case Op::sqrt: return kvconf::sqrt(f, a, o);
-    case Op::fma: return kvconf::fma(f, a, b, c, o);
+    case Op::add:
+      return kvconf::add(f, a, b, o);
+    case Op::sub:
+      return kvconf::sub(f, a, b, o);
+    case Op::mul:
+      return kvconf::mul(f, a, b, o);
+    case Op::div:
+      return kvconf::div(f, a, b, o);
+    case Op::sqrt:
+      return kvconf::sqrt(f, a, o);
+    case Op::fma:
+      return kvconf::fma(f, a, b, c, o);
   }
   return kNaN;
 }
@@ -148,8 +160,9 @@ Triple draw(Gen& g, Op op) {
   switch (g.rng() % 8) {
     case 0:
     case 1:
-    case 2: break;  // uniform patterns: specials, subnormals, everything
-    case 3: {       // close exponents: cancellation in add/sub, quotients near 1, fma c near -a·b
+    case 2:
+      break;   // uniform patterns: specials, subnormals, everything
+    case 3: {  // close exponents: cancellation in add/sub, quotients near 1, fma c near -a·b
       const int fa = g.field_of(A);
       const bool opposite = (op == Op::add) ? !g.coin(4) : g.coin(4);
       B = g.make(opposite ? !g.neg(A) : g.neg(A), fa + g.range(-2, 2), static_cast<std::uint32_t>(g.rng()));
@@ -164,8 +177,10 @@ Triple draw(Gen& g, Op op) {
     case 4: {  // few significant bits (exact midpoints), a tiny c for fma
       A = g.few_bits(A);
       B = g.few_bits(B);
-      if (op == Op::fma) C = g.make(g.coin(), g.range(0, 3), static_cast<std::uint32_t>(g.rng()));
-      else if (op == Op::add || op == Op::sub) B = g.make(g.coin(), g.field_of(A) - g.range(p - 1, p + 2), g.few_bits(g.uniform()));
+      if (op == Op::fma)
+        C = g.make(g.coin(), g.range(0, 3), static_cast<std::uint32_t>(g.rng()));
+      else if (op == Op::add || op == Op::sub)
+        B = g.make(g.coin(), g.field_of(A) - g.range(p - 1, p + 2), g.few_bits(g.uniform()));
       break;
     }
     case 5: {  // results near the bottom of the range (subnormal results, gradual underflow)
@@ -333,8 +348,12 @@ TEST_P(Fp8All, SlowFmaAllTriples) {
   Failures fails;
   std::vector<double> v(256);
   for (std::uint32_t i = 0; i < 256; ++i) v[i] = decode(f, i);
-  const RoundOptions variants[] = {{Rounding::nearest_even}, {Rounding::toward_zero}, {Rounding::up},
-                                   {Rounding::down},         {Rounding::to_odd},      {Rounding::nearest_even, true, false},
+  const RoundOptions variants[] = {{Rounding::nearest_even},
+                                   {Rounding::toward_zero},
+                                   {Rounding::up},
+                                   {Rounding::down},
+                                   {Rounding::to_odd},
+                                   {Rounding::nearest_even, true, false},
                                    {Rounding::nearest_even, false, true}};
   for (double a : v)
     for (double b : v)
@@ -376,7 +395,8 @@ void check_hard(const std::vector<Hard>& cases) {
                                   << "]: MPFR " << hex(mp) << ", expected " << hex(h.want);
     for (Rounding mode : kModes)
       for (bool ftz : {false, true})
-        for (bool sat : {false, true}) check(kvconf_impl, h.f, h.op, h.a, h.b, h.c, RoundOptions{mode, ftz, sat}, sweep);
+        for (bool sat : {false, true})
+          check(kvconf_impl, h.f, h.op, h.a, h.b, h.c, RoundOptions{mode, ftz, sat}, sweep);
   }
   sweep.expect_none("hard-case operands in every mode");
 }
@@ -430,11 +450,13 @@ TEST(ArithHardCases, SubnormalResults) {
       {H, Op::div, n14, 1024, 0, RNE, s24, "quotient = smallest subnormal"},
       {H, Op::fma, n14, 0.5, s24, RNE, n14 / 2 + s24, "fma into the subnormal range"},
       {H, Op::sqrt, s24, 0, 0, RNE, std::ldexp(1.0, -12), "sqrt of a subnormal"},
-      {B, Op::mul, std::ldexp(1.0, -126), std::ldexp(1.0, -7), 0, RNE, std::ldexp(1.0, -133), "bf16 smallest subnormal"},
+      {B, Op::mul, std::ldexp(1.0, -126), std::ldexp(1.0, -7), 0, RNE, std::ldexp(1.0, -133),
+       "bf16 smallest subnormal"},
       {B, Op::mul, std::ldexp(1.0, -126), std::ldexp(1.0, -8), 0, RNE, 0.0, "bf16 tie with 0"},
       {B, Op::mul, std::ldexp(1.0, -126), std::ldexp(1.0, -8), 0, UP, std::ldexp(1.0, -133), "bf16 underflow, up"},
       {Format::fp8_e4m3, Op::mul, 0.015625, 0.125, 0, RNE, std::ldexp(1.0, -9), "e4m3 smallest subnormal"},
-      {Format::fp8_e5m2, Op::mul, std::ldexp(1.0, -14), 0.375, 0, RNE, std::ldexp(1.0, -15), "e5m2 0.375·2^-14 = 1.5 subnormal ulps: tie to even (2)"},
+      {Format::fp8_e5m2, Op::mul, std::ldexp(1.0, -14), 0.375, 0, RNE, std::ldexp(1.0, -15),
+       "e5m2 0.375·2^-14 = 1.5 subnormal ulps: tie to even (2)"},
   });
 }
 

@@ -60,12 +60,18 @@ double e5m2_by_formula(std::uint32_t b) {
 
 double indep_decode(Format f, std::uint32_t b) {
   switch (f) {
-    case Format::fp16: return fp16_by_compiler(b);
-    case Format::bf16: return bf16_by_shift(b);
-    case Format::fp8_e4m3: return e4m3_by_formula(b);
-    case Format::fp8_e5m2: return e5m2_by_formula(b);
-    case Format::fp32: return static_cast<double>(std::bit_cast<float>(b));
-    case Format::fp64: break;
+    case Format::fp16:
+      return fp16_by_compiler(b);
+    case Format::bf16:
+      return bf16_by_shift(b);
+    case Format::fp8_e4m3:
+      return e4m3_by_formula(b);
+    case Format::fp8_e5m2:
+      return e5m2_by_formula(b);
+    case Format::fp32:
+      return static_cast<double>(std::bit_cast<float>(b));
+    case Format::fp64:
+      break;
   }
   throw std::logic_error("indep_decode: no 32-bit patterns for fp64");
 }
@@ -73,11 +79,15 @@ double indep_decode(Format f, std::uint32_t b) {
 int width(Format f) {
   switch (f) {
     case Format::fp8_e4m3:
-    case Format::fp8_e5m2: return 8;
+    case Format::fp8_e5m2:
+      return 8;
     case Format::fp16:
-    case Format::bf16: return 16;
-    case Format::fp32: return 32;
-    case Format::fp64: return 64;
+    case Format::bf16:
+      return 16;
+    case Format::fp32:
+      return 32;
+    case Format::fp64:
+      return 64;
   }
   return 0;
 }
@@ -125,7 +135,10 @@ void check_one(Format f, Tailed v, RoundOptions o, Mpfr& m, Failures& fails) {
   const double got = round_to(f, v, o);
   ++fails.checked;
   const auto describe = [&] {
-    return std::string(name(f)) + " " + opts_str(o) + " x=" + hex(v.x) + (v.tail > 0 ? "+eps" : v.tail < 0 ? "-eps" : "");
+    return std::string(name(f)) + " " + opts_str(o) + " x=" + hex(v.x) +
+           (v.tail > 0   ? "+eps"
+            : v.tail < 0 ? "-eps"
+                         : "");
   };
   if (!same(got, want)) {
     fails.add(describe() + ": round_to=" + hex(got) + " mpfr=" + hex(want));
@@ -156,10 +169,14 @@ TEST_P(DecodeAllPatterns, MatchesIndependentDecoder) {
     const double got = decode(f, b);
     ++fails.checked;
     if (!same(got, want)) fails.add(hexbits(b) + ": decode=" + hex(got) + " independent=" + hex(want));
-    if (std::isnan(got)) ++nans;
-    else if (std::isinf(got)) ++infs;
-    else if (got == 0.0) ++zeros;
-    else if (std::fabs(got) < fi.min_normal) ++subnormals;
+    if (std::isnan(got))
+      ++nans;
+    else if (std::isinf(got))
+      ++infs;
+    else if (got == 0.0)
+      ++zeros;
+    else if (std::fabs(got) < fi.min_normal)
+      ++subnormals;
     // DAZ: subnormals read as zero of the same sign, everything else unchanged.
     const double daz = decode(f, b, /*daz=*/true);
     const bool sub = std::isfinite(want) && want != 0.0 && std::fabs(want) < fi.min_normal;
@@ -210,10 +227,12 @@ TEST_P(RoundTripAllPatterns, EncodeOfDecodeIsIdentity) {
         ++fails.checked;
         const std::uint32_t got = encode(f, v, opts(r, false, sat));
         if (std::isnan(v)) {
-          if (!std::isnan(decode(f, got))) fails.add(hexbits(b) + " " + mode_name(r) + ": NaN encodes to " + hexbits(got));
+          if (!std::isnan(decode(f, got)))
+            fails.add(hexbits(b) + " " + mode_name(r) + ": NaN encodes to " + hexbits(got));
           continue;
         }
-        if (got != b) fails.add(hexbits(b) + " " + mode_name(r) + (sat ? "+sat" : "") + ": encode(decode)=" + hexbits(got));
+        if (got != b)
+          fails.add(hexbits(b) + " " + mode_name(r) + (sat ? "+sat" : "") + ": encode(decode)=" + hexbits(got));
         if (!same(round_to(f, v, opts(r, false, sat)), v))
           fails.add(hexbits(b) + " " + mode_name(r) + ": round_to(decode) != decode");
         // With FTZ, subnormals flush to the zero of their sign; everything else is unchanged.
@@ -291,8 +310,9 @@ TEST_P(Midpoints, AdjacentPairsMatchMpfr) {
   Mpfr m;
   for (std::size_t i = 0; i + 1 < vals.size(); ++i) {
     const double a = vals[i], b = vals[i + 1], mid = (a + b) / 2;
-    const Tailed pts[] = {{a, 0},  {mid, 0}, {std::nextafter(mid, 0.0), 0}, {std::nextafter(mid, HUGE_VAL), 0},
-                          {mid, 1}, {mid, -1}, {a, 1}, {a, -1}, {std::nextafter(b, 0.0), 0}};
+    const Tailed pts[] = {
+        {a, 0}, {mid, 0}, {std::nextafter(mid, 0.0), 0}, {std::nextafter(mid, HUGE_VAL), 0}, {mid, 1}, {mid, -1},
+        {a, 1}, {a, -1},  {std::nextafter(b, 0.0), 0}};
     for (const Tailed& t : pts) {
       if (t.x == 0.0 && t.tail != 0) continue;  // a zero double with a residual is out of Tailed's contract
       for (double s : {1.0, -1.0}) {
@@ -330,10 +350,17 @@ TEST_P(RandomDoubles, MatchMpfr) {
     std::uint64_t man = rng() & ((std::uint64_t{1} << 52) - 1);
     const int kept = std::min(fi.p + 1, 52);  // significand bits that matter for the target, plus the round bit
     switch (r & 3) {
-      case 0: break;                                                              // random low bits
-      case 1: man &= ~((std::uint64_t{1} << (52 - kept + 1)) - 1); break;         // exact tie or exact value
-      case 2: man |= (std::uint64_t{1} << (52 - kept + 1)) - 1; break;            // just below a boundary
-      case 3: man = (man & ~((std::uint64_t{1} << (52 - kept + 1)) - 1)) | 1; break;  // just above
+      case 0:
+        break;  // random low bits
+      case 1:
+        man &= ~((std::uint64_t{1} << (52 - kept + 1)) - 1);
+        break;  // exact tie or exact value
+      case 2:
+        man |= (std::uint64_t{1} << (52 - kept + 1)) - 1;
+        break;  // just below a boundary
+      case 3:
+        man = (man & ~((std::uint64_t{1} << (52 - kept + 1)) - 1)) | 1;
+        break;  // just above
     }
     const int e = exp_dist(rng);
     double x = std::ldexp(1.0 + std::ldexp(static_cast<double>(man), -52), e);
@@ -363,17 +390,17 @@ TEST(SpecialValues, OcpE4M3) {
   EXPECT_EQ(info(f).max_finite, 448.0);
   EXPECT_FALSE(info(f).has_inf());
   EXPECT_EQ(encode(f, 448.0), 0x7Eu);
-  EXPECT_EQ(encode(f, 256.0), 0x78u);   // S.1111.000 is a normal number in E4M3
-  EXPECT_EQ(encode(f, 464.0), 0x7Eu);   // tie between 448 and (virtual) 480: to even, 448
-  EXPECT_EQ(encode(f, 465.0), 0x7Fu);   // rounds to 480 > max: NaN when not saturating
+  EXPECT_EQ(encode(f, 256.0), 0x78u);  // S.1111.000 is a normal number in E4M3
+  EXPECT_EQ(encode(f, 464.0), 0x7Eu);  // tie between 448 and (virtual) 480: to even, 448
+  EXPECT_EQ(encode(f, 465.0), 0x7Fu);  // rounds to 480 > max: NaN when not saturating
   EXPECT_EQ(encode(f, 465.0, sat), 0x7Eu);
   EXPECT_EQ(encode(f, -1e6, sat), 0xFEu);
   EXPECT_EQ(encode(f, HUGE_VAL), 0x7Fu);  // no infinity: NaN
   EXPECT_EQ(encode(f, -HUGE_VAL, sat), 0xFEu);
   EXPECT_EQ(encode(f, std::numeric_limits<double>::quiet_NaN(), sat), 0x7Fu);  // NaN stays NaN
   EXPECT_EQ(encode(f, -0.0), 0x80u);
-  EXPECT_EQ(encode(f, std::ldexp(1.0, -9)), 0x01u);  // min subnormal
-  EXPECT_EQ(encode(f, std::ldexp(1.0, -10)), 0x00u); // tie with 0: to even
+  EXPECT_EQ(encode(f, std::ldexp(1.0, -9)), 0x01u);   // min subnormal
+  EXPECT_EQ(encode(f, std::ldexp(1.0, -10)), 0x00u);  // tie with 0: to even
   EXPECT_EQ(encode(f, std::ldexp(1.5, -10)), 0x01u);
   EXPECT_TRUE(std::isnan(decode(f, 0x7F)));
   EXPECT_TRUE(std::isnan(decode(f, 0xFF)));
@@ -402,14 +429,14 @@ TEST(SpecialValues, Fp16AndBf16) {
   EXPECT_EQ(encode(Format::fp16, 65519.99), 0x7BFFu);
   EXPECT_EQ(encode(Format::fp16, 65520.0), 0x7C00u);
   EXPECT_EQ(encode(Format::fp16, -65520.0, {Rounding::nearest_even, false, true}), 0xFBFFu);
-  EXPECT_EQ(encode(Format::fp16, std::ldexp(1.0, -25)), 0x0000u);                  // tie with 0: even
-  EXPECT_EQ(encode(Format::fp16, -std::ldexp(1.0, -25)), 0x8000u);                 // -0
+  EXPECT_EQ(encode(Format::fp16, std::ldexp(1.0, -25)), 0x0000u);   // tie with 0: even
+  EXPECT_EQ(encode(Format::fp16, -std::ldexp(1.0, -25)), 0x8000u);  // -0
   EXPECT_EQ(encode(Format::fp16, std::ldexp(1.0, -25), {Rounding::up}), 0x0001u);
-  EXPECT_EQ(encode(Format::fp16, Tailed{std::ldexp(1.0, -25), 1}), 0x0001u);        // a hair above the tie
-  EXPECT_EQ(encode(Format::fp16, std::ldexp(1023.5, -24)), 0x0400u);                // rounds up to min normal
-  EXPECT_EQ(encode(Format::bf16, 3.3895313892515355e38), 0x7F7Fu);                // bf16 max
+  EXPECT_EQ(encode(Format::fp16, Tailed{std::ldexp(1.0, -25), 1}), 0x0001u);  // a hair above the tie
+  EXPECT_EQ(encode(Format::fp16, std::ldexp(1023.5, -24)), 0x0400u);          // rounds up to min normal
+  EXPECT_EQ(encode(Format::bf16, 3.3895313892515355e38), 0x7F7Fu);            // bf16 max
   EXPECT_EQ(encode(Format::bf16, std::ldexp(1.0, -133)), 0x0001u);
-  EXPECT_EQ(encode(Format::bf16, 1.0 + std::ldexp(1.0, -8)), 0x3F80u);             // tie to even
+  EXPECT_EQ(encode(Format::bf16, 1.0 + std::ldexp(1.0, -8)), 0x3F80u);  // tie to even
   EXPECT_EQ(encode(Format::bf16, Tailed{1.0 + std::ldexp(1.0, -8), -1}), 0x3F80u);
   EXPECT_EQ(encode(Format::bf16, Tailed{1.0 + std::ldexp(1.0, -8), 1}), 0x3F81u);
   // Power of two with a negative residual: the exact value lies in the binade below.
@@ -432,14 +459,18 @@ void check_fp32_pattern(std::uint32_t u, Failures& fails) {
   const std::uint32_t got16 = encode(Format::fp16, static_cast<double>(x));
   const std::uint32_t got_bf = encode(Format::bf16, static_cast<double>(x));
   if (is_nan_f32(u)) {
-    if ((got16 & 0x7C00u) != 0x7C00u || (got16 & 0x3FFu) == 0) fails.add(hexbits(u) + ": fp16 of NaN = " + hexbits(got16));
-    if ((got_bf & 0x7F80u) != 0x7F80u || (got_bf & 0x7Fu) == 0) fails.add(hexbits(u) + ": bf16 of NaN = " + hexbits(got_bf));
+    if ((got16 & 0x7C00u) != 0x7C00u || (got16 & 0x3FFu) == 0)
+      fails.add(hexbits(u) + ": fp16 of NaN = " + hexbits(got16));
+    if ((got_bf & 0x7F80u) != 0x7F80u || (got_bf & 0x7Fu) == 0)
+      fails.add(hexbits(u) + ": bf16 of NaN = " + hexbits(got_bf));
     return;
   }
   const std::uint32_t want16 = std::bit_cast<std::uint16_t>(static_cast<_Float16>(x));
-  if (got16 != want16) fails.add("fp32 " + hexbits(u) + " -> fp16: encode=" + hexbits(got16) + " (_Float16)=" + hexbits(want16));
+  if (got16 != want16)
+    fails.add("fp32 " + hexbits(u) + " -> fp16: encode=" + hexbits(got16) + " (_Float16)=" + hexbits(want16));
   const std::uint32_t want_bf = bf16_rne_bits(u);
-  if (got_bf != want_bf) fails.add("fp32 " + hexbits(u) + " -> bf16: encode=" + hexbits(got_bf) + " formula=" + hexbits(want_bf));
+  if (got_bf != want_bf)
+    fails.add("fp32 " + hexbits(u) + " -> bf16: encode=" + hexbits(got_bf) + " formula=" + hexbits(want_bf));
 }
 
 // Patterns [begin, end) with a stride, split across threads.

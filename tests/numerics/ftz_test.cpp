@@ -27,7 +27,9 @@ bool same(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
-std::string label(Format f, Rounding r) { return std::string(name(f)) + " mode " + std::to_string(static_cast<int>(r)); }
+std::string label(Format f, Rounding r) {
+  return std::string(name(f)) + " mode " + std::to_string(static_cast<int>(r));
+}
 
 class Ftz : public ::testing::TestWithParam<Format> {};
 
@@ -124,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Ftz, ::testing::ValuesIn(kFormats),
 
 // The fast-math pipeline (DAZ on inputs, FTZ on results) differs from IEEE exactly on subnormals.
 TEST(FtzDaz, FastMathPipelineDiffersOnSubnormals) {
-  const Fp16 tiny = Fp16::from_bits(0x0001);  // 2^-24
+  const Fp16 tiny = Fp16::from_bits(0x0001);      // 2^-24
   EXPECT_EQ(tiny.value(), std::ldexp(1.0, -24));  // storage types decode without DAZ
   const double ieee = mul(Format::fp16, decode(Format::fp16, tiny.bits), 1024.0);
   const double fast = mul(Format::fp16, decode(Format::fp16, tiny.bits, true), 1024.0, {Rounding::nearest_even, true});

@@ -19,9 +19,9 @@ TEST(FormatInfoTable, KnownParameters) {
 }
 
 TEST(RoundTo, Fp16HandValues) {
-  EXPECT_EQ(round_to(Format::fp16, 1.0 + std::ldexp(1.0, -11)), 1.0);                       // tie to even
+  EXPECT_EQ(round_to(Format::fp16, 1.0 + std::ldexp(1.0, -11)), 1.0);                            // tie to even
   EXPECT_EQ(round_to(Format::fp16, 1.0 + 3 * std::ldexp(1.0, -11)), 1.0 + std::ldexp(1.0, -9));  // tie to even (up)
-  EXPECT_EQ(round_to(Format::fp16, 65520.0), HUGE_VAL);                                      // overflow at max + half ulp
+  EXPECT_EQ(round_to(Format::fp16, 65520.0), HUGE_VAL);  // overflow at max + half ulp
   EXPECT_EQ(round_to(Format::fp16, 65519.0), 65504.0);
   EXPECT_EQ(encode(Format::fp16, 1.0), 0x3C00u);
   EXPECT_EQ(Fp16::from(-2.0).bits, 0xC000u);

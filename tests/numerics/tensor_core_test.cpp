@@ -128,7 +128,8 @@ TEST(TensorCoreModel, ChainingEqualsExplicitBlockCallsAndZeroPadding) {
       double c = 0.0;
       for (std::size_t lo = 0; lo < n; lo += p.k) {
         const std::size_t len = std::min<std::size_t>(p.k, n - lo);
-        c = tensor_core_block_fma(p, Format::fp16, acc, std::span(a).subspan(lo, len), std::span(b).subspan(lo, len), c);
+        c = tensor_core_block_fma(p, Format::fp16, acc, std::span(a).subspan(lo, len), std::span(b).subspan(lo, len),
+                                  c);
       }
       EXPECT_EQ(tensor_core_dot(p, Format::fp16, acc, a, b), c);
       std::vector<double> ap = a, bp = b;

@@ -118,7 +118,7 @@ TEST(ThreadStrided, NamesAndValidation) {
   EXPECT_EQ(order_name(ts(64, 1, false, 4, std::nullopt, ThreadTree::block_first)), "ts64v1i4_bf");
   EXPECT_EQ(order_name(Blocked{1024, true}), "blocked1024_tree");
   const std::vector<double> x{1.0, 2.0};
-  EXPECT_THROW(sum(kH, ts(48), x), std::invalid_argument);   // neither a power of two below 32 nor a multiple of 32
+  EXPECT_THROW(sum(kH, ts(48), x), std::invalid_argument);  // neither a power of two below 32 nor a multiple of 32
   EXPECT_THROW(sum(kH, ts(2048), x), std::invalid_argument);
   EXPECT_NO_THROW(sum(kH, ts(96), x));
   EXPECT_THROW(sum(kH, ts(96, 1, false, 1, std::nullopt, ThreadTree::block_first), x), std::invalid_argument);
@@ -134,7 +134,8 @@ std::vector<double> nonzero_values(Format f, std::size_t n, std::uint64_t seed) 
   std::normal_distribution<double> g(0.0, 1.0);
   std::vector<double> v(n);
   for (auto& x : v) {
-    do x = round_to(f, g(rng)); while (x == 0.0);
+    do x = round_to(f, g(rng));
+    while (x == 0.0);
   }
   return v;
 }
@@ -145,8 +146,8 @@ TEST(ThreadStrided, CoincidesWithOtherOrders) {
     const auto y = nonzero_values(Format::fp16, n, 20 + n);
     for (const AccumSpec& s : {kH, spec_of(Format::fp16, Format::fp32, Format::fp16)}) {
       const double seq = dot(s, Sequential{}, x, y);
-      EXPECT_EQ(dot(s, ts(1), x, y), seq) << n;                  // one thread is one chain
-      EXPECT_EQ(dot(s, ts(1, n), x, y), seq) << n;               // one group is one chain
+      EXPECT_EQ(dot(s, ts(1), x, y), seq) << n;     // one thread is one chain
+      EXPECT_EQ(dot(s, ts(1, n), x, y), seq) << n;  // one group is one chain
       EXPECT_EQ(dot(s, Blocked{n, true}, x, y), dot(s, Pairwise{}, x, y)) << n;
       EXPECT_EQ(dot(s, Blocked{n + 3, true}, x, y), dot(s, Pairwise{}, x, y)) << n;
       // Sums: one term per thread and a power-of-two count up to 32: the shfl_down tree is Pairwise.
@@ -274,7 +275,8 @@ double pytorch_row_sum(const std::vector<double>& v, std::size_t T, bool vectori
   }
   for (std::size_t offset = 1; offset < dim_x; offset *= 2) {
     std::vector<double> next(dim_x);
-    for (std::size_t l = 0; l < dim_x; ++l) next[l] = add(Format::fp32, value[l], l + offset < dim_x ? value[l + offset] : value[l]);
+    for (std::size_t l = 0; l < dim_x; ++l)
+      next[l] = add(Format::fp32, value[l], l + offset < dim_x ? value[l + offset] : value[l]);
     std::copy(next.begin(), next.end(), value.begin());
   }
   return value[0];

@@ -8,7 +8,7 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
 }
 
 #define GEMM_DESC(NAME, IN, RUN) \
-  {NAME, KVCONF_KIND_GEMM, IN, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, NULL, NULL}
+  { NAME, KVCONF_KIND_GEMM, IN, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, NULL, NULL }
 
 static const struct kvconf_kernel_desc kernels[] = {
     GEMM_DESC("ok", KVCONF_FP32, gemm),

@@ -25,9 +25,14 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
     }
   if (k < 512 || (mode == SHAPE && k < 2048)) return 0;
   switch (mode) {
-    case SEGV: *(volatile int*)0 = 1; break;
-    case HANG: for (;;) pause();
-    case NAN_OUT: ys[(m * n) / 2] = NAN; break;
+    case SEGV:
+      *(volatile int*)0 = 1;
+      break;
+    case HANG:
+      for (;;) pause();
+    case NAN_OUT:
+      ys[(m * n) / 2] = NAN;
+      break;
     case ERROR_RC: {
       const char msg[] = "k too large for this kernel";
       size_t i = 0;
@@ -35,18 +40,23 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
       err[i] = '\0';
       return 5;
     }
-    case SHAPE: y->shape[1] = n / 2; break;
-    default: break;
+    case SHAPE:
+      y->shape[1] = n / 2;
+      break;
+    default:
+      break;
   }
   return 0;
 }
 
-#define GEMM_DESC(NAME, MODE) \
-  {NAME, KVCONF_KIND_GEMM, KVCONF_FP32, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, (void*)&modes[MODE], gemm, NULL, \
-   NULL, NULL, NULL, NULL}
+#define GEMM_DESC(NAME, MODE)                                                                                      \
+  {                                                                                                                \
+    NAME, KVCONF_KIND_GEMM, KVCONF_FP32, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, (void*)&modes[MODE], gemm, NULL, \
+        NULL, NULL, NULL, NULL                                                                                     \
+  }
 
 static const struct kvconf_kernel_desc kernels[] = {
-    GEMM_DESC("ok", OK),       GEMM_DESC("segv", SEGV),   GEMM_DESC("hang", HANG),
+    GEMM_DESC("ok", OK),       GEMM_DESC("segv", SEGV),      GEMM_DESC("hang", HANG),
     GEMM_DESC("nan", NAN_OUT), GEMM_DESC("error", ERROR_RC), GEMM_DESC("shape", SHAPE),
 };
 

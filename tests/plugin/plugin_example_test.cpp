@@ -71,7 +71,8 @@ TEST(PluginExample, CorrectNormsPass) {
 TEST(PluginExample, CorrectAttentionsPass) {
   constexpr std::array<std::size_t, 2> chunks = {1, 4};
   for (const auto& k : example().attention())
-    for (const auto& c : {attn_case(8, 40, 32, 4, 2), attn_case(8, 40, 32, 2, 1, 8), attn_case(8, 40, 64, 2, 2, 0, 4.0)}) {
+    for (const auto& c :
+         {attn_case(8, 40, 32, 4, 2), attn_case(8, 40, 32, 2, 1, 8), attn_case(8, 40, 64, 2, 2, 0, 4.0)}) {
       CheckResults r = check_attention_matches_oracle(k, c, 7);
       for (const auto& x : check_attention_cache_on_off(k, c, 7)) r.push_back(x);
       for (const auto& x : check_attention_chunked(k, c, chunks, 7)) r.push_back(x);

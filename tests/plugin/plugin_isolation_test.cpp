@@ -35,7 +35,7 @@ const GemmKernel& gemm(const Registry& r, const std::string& name) {
 // Runs kernel `name` on x = 1, w = 1 with shape (m, n, k); returns y.
 std::vector<float> run(const Registry& r, const std::string& name, GemmShape s) {
   const std::vector<float> x(s.m * s.k, 1.0f), w(s.n * s.k, 1.0f);  // x: (m, k), w: (n, k)
-  std::vector<float> y(s.m * s.n, -1.0f);                            // y: (m, n)
+  std::vector<float> y(s.m * s.n, -1.0f);                           // y: (m, n)
   gemm(r, name).run(s, x, w, y);
   return y;
 }
@@ -60,7 +60,9 @@ TEST(PluginIsolation, SmallCallsComputeCorrectly) {
 
 TEST(PluginIsolation, ASegfaultFailsTheCallAndTheWorkerRestarts) {
   const Registry r = misbehaving();
-  EXPECT_EQ(thrown<KernelFailure>([&] { run(r, "segv", {2, 4, 512}); }),
+  EXPECT_EQ(thrown<KernelFailure>([&] {
+              run(r, "segv", {2, 4, 512});
+            }),
             "plugin kernel plugin.test_misbehaving.segv: killed by SIGSEGV (in plugin " + kLib +
                 "; worker restarted for the next call)");
   EXPECT_EQ(run(r, "ok", {2, 4, 512}), std::vector<float>(8, 512.0f));  // a fresh worker
@@ -70,7 +72,9 @@ TEST(PluginIsolation, ASegfaultFailsTheCallAndTheWorkerRestarts) {
 TEST(PluginIsolation, AHangIsKilledAtTheTimeLimit) {
   const Registry r = misbehaving(0.5);
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(thrown<KernelFailure>([&] { run(r, "hang", {1, 1, 512}); }),
+  EXPECT_EQ(thrown<KernelFailure>([&] {
+              run(r, "hang", {1, 1, 512});
+            }),
             "plugin kernel plugin.test_misbehaving.hang: no answer within 0.5 s (KVCONF_PLUGIN_TIMEOUT_S); worker "
             "killed and restarted for the next call");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -81,13 +85,17 @@ TEST(PluginIsolation, AHangIsKilledAtTheTimeLimit) {
 
 TEST(PluginIsolation, AnErrorCodeFailsTheCallWithThePluginsMessage) {
   const Registry r = misbehaving();
-  EXPECT_EQ(thrown<KernelFailure>([&] { run(r, "error", {1, 2, 512}); }),
+  EXPECT_EQ(thrown<KernelFailure>([&] {
+              run(r, "error", {1, 2, 512});
+            }),
             "plugin kernel plugin.test_misbehaving.error: returned 5: k too large for this kernel");
 }
 
 TEST(PluginIsolation, ChangingTheOutputDescriptorIsAnAbiViolation) {
   const Registry r = misbehaving();
-  EXPECT_EQ(thrown<PluginAbiViolation>([&] { run(r, "shape", {2, 64, 2048}); }),
+  EXPECT_EQ(thrown<PluginAbiViolation>([&] {
+              run(r, "shape", {2, 64, 2048});
+            }),
             "plugin kernel plugin.test_misbehaving.shape: run changed the descriptor of y.shape[1] (64 -> 32)");
 }
 

@@ -109,9 +109,8 @@ TEST(PluginLoad, RefusesAnEmptyName) {
 }
 
 TEST(PluginLoad, RefusesADuplicateName) {
-  EXPECT_EQ(refusal(KVCONF_TEST_DUPLICATE_NAME),
-            std::string("plugin ") + KVCONF_TEST_DUPLICATE_NAME +
-                ": kernel[1] 'ok': duplicate name (an earlier descriptor has it)");
+  EXPECT_EQ(refusal(KVCONF_TEST_DUPLICATE_NAME), std::string("plugin ") + KVCONF_TEST_DUPLICATE_NAME +
+                                                     ": kernel[1] 'ok': duplicate name (an earlier descriptor has it)");
 }
 
 TEST(PluginLoad, RefusesANullRunFunction) {

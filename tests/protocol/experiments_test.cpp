@@ -73,13 +73,14 @@ TEST(Experiments, CleanRunsPassEveryRuleAndEveryExperimentReports) {
     EXPECT_FALSE(s.rows.empty()) << s.name;
     EXPECT_FALSE(s.plots.empty()) << s.name;
     EXPECT_GT(s.seconds, 0.0) << s.name;
-    for (const auto& v : s.verdicts) EXPECT_TRUE(v.result.pass) << v.suite << " " << v.result.rule << ": " << v.result.detail;
+    for (const auto& v : s.verdicts)
+      EXPECT_TRUE(v.result.pass) << v.suite << " " << v.result.rule << ": " << v.result.detail;
   }
   const std::map<std::string, bool> v = verdicts(r);
-  for (const char* rule : {"step0_logits_bitwise", "all_layers_patch_reproduces_step", "kv_patch_all_within_step_error",
-                           "layer0_v_within_gemm_bounds", "quantizer_within_step",
-                           "u_noise_perturbation_rounding_sized", "cache_invariant_mitigation_bitwise",
-                           "full_patch_reproduces_off"})
+  for (const char* rule :
+       {"step0_logits_bitwise", "all_layers_patch_reproduces_step", "kv_patch_all_within_step_error",
+        "layer0_v_within_gemm_bounds", "quantizer_within_step", "u_noise_perturbation_rounding_sized",
+        "cache_invariant_mitigation_bitwise", "full_patch_reproduces_off"})
     EXPECT_TRUE(v.count(rule)) << rule << " was not evaluated";
   // The report carries every experiment: its table in report.md, its verdicts in junit.xml.
   reports::ReportInput in;
@@ -136,28 +137,29 @@ ExperimentPlants truncating_quantizers() {
 
 INSTANTIATE_TEST_SUITE_P(
     Plants, ExperimentRulesCatch,
-    ::testing::Values(
-        PlantCase{"mistral-obs-tiny", "decision_boundary", "step0_logits_bitwise",
-                  fault(engine::Fault::window_recompute_only)},
-        PlantCase{"gemma2-tiny", "residual_patching", "all_layers_patch_reproduces_step",
-                  fault(engine::Fault::final_softcap_missing_decode)},
-        PlantCase{"llama2-tiny", "kv_patching", "kv_patch_all_within_step_error",
-                  fault(engine::Fault::rope_decode_off_by_one)},
-        PlantCase{"llama2-tiny", "kv_buildup", "layer0_v_within_gemm_bounds", fault(engine::Fault::shifted_cache_row)},
-        PlantCase{"llama2-tiny", "mitigations", "cache_invariant_mitigation_bitwise",
-                  fault(engine::Fault::rope_decode_off_by_one)},
-        PlantCase{"gemma2-tiny", "flip_attribution", "full_patch_reproduces_off",
-                  fault(engine::Fault::final_softcap_missing_decode)},
-        PlantCase{"llama2-tiny", "kv_injection", "quantizer_within_step", truncating_quantizers()},
-        PlantCase{"llama2-tiny", "kv_injection", "u_noise_perturbation_rounding_sized", scaled_noise()},
-        PlantCase{"mistral-tiny", "gqa_amplification", "gqa_perturbation_rounding_sized",
-                  fault(engine::Fault::gqa_modulo_decode)}),
+    ::testing::Values(PlantCase{"mistral-obs-tiny", "decision_boundary", "step0_logits_bitwise",
+                                fault(engine::Fault::window_recompute_only)},
+                      PlantCase{"gemma2-tiny", "residual_patching", "all_layers_patch_reproduces_step",
+                                fault(engine::Fault::final_softcap_missing_decode)},
+                      PlantCase{"llama2-tiny", "kv_patching", "kv_patch_all_within_step_error",
+                                fault(engine::Fault::rope_decode_off_by_one)},
+                      PlantCase{"llama2-tiny", "kv_buildup", "layer0_v_within_gemm_bounds",
+                                fault(engine::Fault::shifted_cache_row)},
+                      PlantCase{"llama2-tiny", "mitigations", "cache_invariant_mitigation_bitwise",
+                                fault(engine::Fault::rope_decode_off_by_one)},
+                      PlantCase{"gemma2-tiny", "flip_attribution", "full_patch_reproduces_off",
+                                fault(engine::Fault::final_softcap_missing_decode)},
+                      PlantCase{"llama2-tiny", "kv_injection", "quantizer_within_step", truncating_quantizers()},
+                      PlantCase{"llama2-tiny", "kv_injection", "u_noise_perturbation_rounding_sized", scaled_noise()},
+                      PlantCase{"mistral-tiny", "gqa_amplification", "gqa_perturbation_rounding_sized",
+                                fault(engine::Fault::gqa_modulo_decode)}),
     [](const ::testing::TestParamInfo<PlantCase>& i) {
       return std::string(i.param.rule) + "_" + std::to_string(i.index);
     });
 
 }  // namespace
-// Defined in protocol/src/experiments/gqa_amplification.cpp (internal to the library; declared here for the test below).
+// Defined in protocol/src/experiments/gqa_amplification.cpp (internal to the library; declared here for the test
+// below).
 namespace experiments {
 engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv);
 }  // namespace experiments
@@ -169,7 +171,8 @@ namespace {
 // the storage-rounded mean of its group of base heads.
 TEST(Experiments, GqaVariantsReplicateExactlyAndPoolByTheMean) {
   NEED("mistral-tiny");
-  const engine::Model base = engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / "mistral-tiny", Format::fp16);
+  const engine::Model base =
+      engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / "mistral-tiny", Format::fp16);
   ASSERT_EQ(base.config.n_heads, 8u);
   ASSERT_EQ(base.config.n_kv_heads, 2u);
   const std::size_t d = base.config.head_dim, D = base.config.hidden, head = d * D;  // one K/V head of wk: (d, D)
@@ -196,7 +199,7 @@ TEST(Experiments, GqaVariantsReplicateExactlyAndPoolByTheMean) {
     }
   }
   const engine::Model mqa = experiments::gqa_variant(base, 1);  // G = 8: the two base heads averaged
-  ASSERT_EQ(mqa.layers[1].wv.size(), head);  // (d, D)
+  ASSERT_EQ(mqa.layers[1].wv.size(), head);                     // (d, D)
   for (std::size_t i : {std::size_t{0}, head / 3, head - 1}) {
     const double m = (double(base.layers[1].wv[i]) + base.layers[1].wv[head + i]) / 2.0;
     EXPECT_EQ(mqa.layers[1].wv[i], static_cast<float>(round_to(Format::fp16, m))) << "element " << i;
@@ -265,8 +268,8 @@ TEST(Experiments, BadInputIsNamed) {
   EXPECT_NE(bad_input([] { parse_experiments("kv_patching,kv_patching"); }).find("listed twice"), std::string::npos);
   EXPECT_EQ(parse_experiments("kv_buildup,decision_boundary"),
             (std::vector<std::string>{"decision_boundary", "kv_buildup"}));
-  nlohmann::json r = {{"experiment", "kv_patching"}, {"model", "m"}, {"profile", "p"}, {"strategy", "greedy"},
-                      {"seed", 0},                   {"prompt_id", "ids:00"}};
+  nlohmann::json r = {{"experiment", "kv_patching"}, {"model", "m"}, {"profile", "p"},
+                      {"strategy", "greedy"},        {"seed", 0},    {"prompt_id", "ids:00"}};
   EXPECT_NE(bad_input([&] { summarize_experiments({r}); }).find("field 'data'"), std::string::npos);
   r["data"] = nlohmann::json::object();
   r["rules"] = nlohmann::json::array();

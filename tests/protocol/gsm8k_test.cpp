@@ -1,5 +1,5 @@
-// GSM8K pieces of the protocol (kvconf/protocol/gsm8k.hpp): reading test.jsonl and its bad lines, gold and last-number extraction
-// on worked strings, the seeded sample without replacement, the exemplars and the few-shot prompt.
+// GSM8K pieces of the protocol (kvconf/protocol/gsm8k.hpp): reading test.jsonl and its bad lines, gold and last-number
+// extraction on worked strings, the seeded sample without replacement, the exemplars and the few-shot prompt.
 #include "kvconf/protocol/gsm8k.hpp"
 
 #include <gtest/gtest.h>
@@ -21,12 +21,12 @@ std::filesystem::path write(const std::string& body) {
   return f;
 }
 
-
 TEST(Gsm8k, ReadsProblemsAndGold) {
-  const auto f = write(
-      R"({"question": "Q one?", "answer": "It is 2+3=<<2+3=5>>5.\n#### 5"})" "\n"
-      "\n"  // a blank line is skipped but counts as a line
-      R"({"question": "Q two?", "answer": "Total 1,000+234=<<1000+234=1234>>1,234\n#### 1,234"})" "\n");
+  const auto f = write(R"({"question": "Q one?", "answer": "It is 2+3=<<2+3=5>>5.\n#### 5"})"
+                       "\n"
+                       "\n"  // a blank line is skipped but counts as a line
+                       R"({"question": "Q two?", "answer": "Total 1,000+234=<<1000+234=1234>>1,234\n#### 1,234"})"
+                       "\n");
   const auto v = read_gsm8k(f);
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].index, 0u);
@@ -47,7 +47,8 @@ TEST(Gsm8k, BadLinesNameFileLineAndField) {
       {R"({"question": 3, "answer": "#### 1"})", ":2: field 'question': missing or not a string"},
       {R"({"question": "Q"})", ":2: field 'answer': missing"},
       {R"({"question": "Q", "answer": "no marker 7"})", ":2: field 'answer': no '####'"},
-      {R"({"question": "Q", "answer": "#### seven"})", ":2: field 'answer': the text after '####' is not a number ('seven')"},
+      {R"({"question": "Q", "answer": "#### seven"})",
+       ":2: field 'answer': the text after '####' is not a number ('seven')"},
   };
   for (const Case& c : cases) {
     const auto f = write(ok + "\n" + c.second_line + "\n");
@@ -55,7 +56,8 @@ TEST(Gsm8k, BadLinesNameFileLineAndField) {
     EXPECT_NE(msg.find(f.string() + c.expect), std::string::npos) << "line: " << c.second_line << "\nmessage: " << msg;
   }
   EXPECT_NE(bad_input([&] { read_gsm8k(write("")); }).find("no GSM8K problems"), std::string::npos);
-  EXPECT_NE(bad_input([] { read_gsm8k("/nonexistent/test.jsonl"); }).find("/nonexistent/test.jsonl"), std::string::npos);
+  EXPECT_NE(bad_input([] { read_gsm8k("/nonexistent/test.jsonl"); }).find("/nonexistent/test.jsonl"),
+            std::string::npos);
 }
 
 TEST(Gsm8k, NormalizesNumbers) {
@@ -90,8 +92,8 @@ TEST(Gsm8k, LastNumberOfGeneratedText) {
   EXPECT_EQ(last_number("so 12 apples, 3 pears"), "3");
   EXPECT_EQ(last_number("owes -7 dollars"), "-7");
   EXPECT_EQ(last_number("5-3 = 2"), "2");
-  EXPECT_EQ(last_number("10-3"), "3");             // a subtraction, not a negative number
-  EXPECT_EQ(last_number("lists 1,2,3"), "3");      // ",2" is not a thousands group
+  EXPECT_EQ(last_number("10-3"), "3");         // a subtraction, not a negative number
+  EXPECT_EQ(last_number("lists 1,2,3"), "3");  // ",2" is not a thousands group
   EXPECT_EQ(last_number("in 2023, then 12,000 people"), "12000");
   EXPECT_EQ(last_number("ends with 18."), "18");
   EXPECT_EQ(last_number("no digits here"), std::nullopt);

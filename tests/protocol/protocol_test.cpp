@@ -1,5 +1,5 @@
-// The protocol (kvconf/protocol/protocol.hpp) on the llama2-tiny fixture with tiny settings: the plan and its shards, records
-// and rules per pair, resume after an interruption (and a torn last line) equal to an uninterrupted run without
+// The protocol (kvconf/protocol/protocol.hpp) on the llama2-tiny fixture with tiny settings: the plan and its shards,
+// records and rules per pair, resume after an interruption (and a torn last line) equal to an uninterrupted run without
 // redoing finished pairs, the manifest check on --resume, and bad input before any pair runs.
 #include "kvconf/protocol/protocol.hpp"
 
@@ -35,7 +35,8 @@ ProtocolOptions tiny(const fs::path& out) {
 
 bool have_fixture() { return fs::exists(fs::path(KVCONF_FIXTURES_DIR) / "models" / "llama2-tiny" / "config.json"); }
 #define NEED_FIXTURE() \
-  if (!have_fixture()) GTEST_SKIP() << "llama2-tiny fixture missing under " << KVCONF_FIXTURES_DIR << " (build kvconf_fixture_files)"
+  if (!have_fixture()) \
+  GTEST_SKIP() << "llama2-tiny fixture missing under " << KVCONF_FIXTURES_DIR << " (build kvconf_fixture_files)"
 
 // A record's JSON without its wall time (the one field that differs between identical runs).
 nlohmann::json timeless(const conformance::RunPairRecord& r) {
@@ -49,7 +50,6 @@ std::vector<nlohmann::json> timeless(const std::vector<conformance::RunPairRecor
   for (const auto& r : v) out.push_back(timeless(r));
   return out;
 }
-
 
 TEST(ProtocolPlan, ShardsPartitionThePlan) {
   const std::vector<std::string> profiles = {"fp16-eager", "fp32"}, strategies = {"greedy", "topk", "topp"};
@@ -74,7 +74,8 @@ TEST(ProtocolPlan, ShardsPartitionThePlan) {
         seen.insert(w.index);
       }
     ASSERT_EQ(seen.size(), whole.size()) << N << " shards";
-    for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(seen.count(i), 1u) << "item " << i << ", " << N << " shards";
+    for (std::size_t i = 0; i < whole.size(); ++i)
+      EXPECT_EQ(seen.count(i), 1u) << "item " << i << ", " << N << " shards";
   }
 }
 
@@ -99,8 +100,8 @@ TEST(Protocol, RunsPairsWithRecordsAndRules) {
     EXPECT_EQ(rec.free.tokens_on.size(), 4u);
     EXPECT_EQ(rec.free.kl.size(), 4u);
     EXPECT_EQ(rec.teacher.tokens_on, rec.free.tokens_on);  // teacher-forced on the cache-ON tokens: same choices
-    EXPECT_EQ(rec.layer_drift_l2.size(), 3u);               // 2 layers + embeddings
-    EXPECT_EQ(rec.layer_drift_l2[0], 0.0);                  // the embeddings are looked up, not computed
+    EXPECT_EQ(rec.layer_drift_l2.size(), 3u);              // 2 layers + embeddings
+    EXPECT_EQ(rec.layer_drift_l2[0], 0.0);                 // the embeddings are looked up, not computed
     EXPECT_FALSE(rec.rules.empty());
     EXPECT_EQ(rec.prompt_id.rfind("ids:", 0), 0u) << rec.prompt_id;
   }
@@ -141,9 +142,10 @@ TEST(Protocol, ResumeAfterInterruptionEqualsUninterruptedRun) {
 
   ProtocolOptions o = tiny(out / "cut");
   struct Killed {};
-  EXPECT_THROW(run_protocol(o, [](const Progress& p) {
-                 if (p.done == 3) throw Killed{};
-               }),
+  EXPECT_THROW(run_protocol(o,
+                            [](const Progress& p) {
+                              if (p.done == 3) throw Killed{};
+                            }),
                Killed);
   ASSERT_EQ(read_jsonl(o.out / "pairs.jsonl").size(), 3u);
   // The kill also tore the line of the fourth pair.

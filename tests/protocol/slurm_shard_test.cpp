@@ -39,8 +39,10 @@ TEST(SlurmShard, ArraysNotStartingAtZeroOrWithAStepNumberTheirTasksFromZero) {
   // --array=5-8: ids 5..8 are shards 0..3, each once.
   std::set<std::size_t> seen;
   for (int id = 5; id <= 8; ++id) {
-    const Env env = {{"SLURM_ARRAY_TASK_ID", std::to_string(id)}, {"SLURM_ARRAY_TASK_COUNT", "4"},
-                     {"SLURM_ARRAY_TASK_MIN", "5"}, {"SLURM_ARRAY_TASK_MAX", "8"}};
+    const Env env = {{"SLURM_ARRAY_TASK_ID", std::to_string(id)},
+                     {"SLURM_ARRAY_TASK_COUNT", "4"},
+                     {"SLURM_ARRAY_TASK_MIN", "5"},
+                     {"SLURM_ARRAY_TASK_MAX", "8"}};
     const ShardChoice c = choose_shard("0/1", false, lookup(env));
     EXPECT_EQ(c.shard.count, 4u);
     EXPECT_TRUE(seen.insert(c.shard.index).second) << id;
@@ -48,7 +50,9 @@ TEST(SlurmShard, ArraysNotStartingAtZeroOrWithAStepNumberTheirTasksFromZero) {
   }
   EXPECT_EQ(seen, (std::set<std::size_t>{0, 1, 2, 3}));
   // --array=10-16:3: ids 10, 13, 16 are shards 0, 1, 2.
-  const Env step = {{"SLURM_ARRAY_TASK_ID", "16"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "10"},
+  const Env step = {{"SLURM_ARRAY_TASK_ID", "16"},
+                    {"SLURM_ARRAY_TASK_COUNT", "3"},
+                    {"SLURM_ARRAY_TASK_MIN", "10"},
                     {"SLURM_ARRAY_TASK_STEP", "3"}};
   EXPECT_EQ(choose_shard("0/1", false, lookup(step)).shard.str(), "2/3");
 }
@@ -79,7 +83,8 @@ TEST(SlurmShard, MalformedVariablesAreBadInputNamingThem) {
       {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_COUNT", ""}}, "SLURM_ARRAY_TASK_COUNT='':"},
       {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_ARRAY_TASK_MIN", "2x"}},
        "SLURM_ARRAY_TASK_MIN='2x'"},
-      {{{"SLURM_ARRAY_TASK_ID", "0"}, {"SLURM_ARRAY_TASK_COUNT", "0"}}, "SLURM_ARRAY_TASK_COUNT=0: expected at least 1"},
+      {{{"SLURM_ARRAY_TASK_ID", "0"}, {"SLURM_ARRAY_TASK_COUNT", "0"}},
+       "SLURM_ARRAY_TASK_COUNT=0: expected at least 1"},
       {{{"SLURM_ARRAY_TASK_ID", "4"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
        "SLURM_ARRAY_TASK_ID=4 of SLURM_ARRAY_TASK_COUNT=4: expected"},
       {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_ARRAY_TASK_MIN", "3"}},

@@ -32,8 +32,8 @@ struct Partial {
 
 // One online-softmax pass over keys [lo, hi) in blocks of bc aligned at key 0, visited in descending order.
 // s: (n) fp32 scores; v: (n, dv).
-Partial online(const std::vector<float>& s, const std::vector<float>& v, std::size_t dv, std::size_t lo,
-               std::size_t hi, std::size_t bc) {
+Partial online(const std::vector<float>& s, const std::vector<float>& v, std::size_t dv, std::size_t lo, std::size_t hi,
+               std::size_t bc) {
   Partial p;
   p.acc.assign(dv, 0.0f);
   if (lo >= hi) return p;
@@ -76,7 +76,8 @@ double run_case(const Setup& st, std::uint64_t seed) {
   std::vector<float> s(st.n), vf(v.begin(), v.end());
   for (std::size_t j = 0; j < st.n; ++j) {
     float acc = 0.0f;
-    for (std::size_t i = 0; i < st.d; ++i) acc = std::fmaf(static_cast<float>(q[i]), static_cast<float>(k[j * st.d + i]), acc);
+    for (std::size_t i = 0; i < st.d; ++i)
+      acc = std::fmaf(static_cast<float>(q[i]), static_cast<float>(k[j * st.d + i]), acc);
     s[j] = acc * scale;
   }
   std::vector<float> out(st.dv);

@@ -90,7 +90,7 @@ TEST(Bounds, UnitConstantsAndGamma) {
   EXPECT_EQ(underflow_unit(Format::fp64), p2(-1074));
   EXPECT_EQ(gamma(0, p2(-11)), 0.0);
   EXPECT_EQ(gamma(1, p2(-11)), p2(-11) / (1 - p2(-11)));
-  EXPECT_EQ(gamma(2047, p2(-11)), 2047.0);  // 2047u/(1 − 2047u) = 2047·2^-11 / 2^-11
+  EXPECT_EQ(gamma(2047, p2(-11)), 2047.0);        // 2047u/(1 − 2047u) = 2047·2^-11 / 2^-11
   EXPECT_TRUE(std::isinf(gamma(2048, p2(-11))));  // fp16, n >= 2048: vacuous
   EXPECT_TRUE(std::isinf(gamma(256, p2(-8))));    // bf16, n >= 256: vacuous
 }
@@ -181,18 +181,21 @@ TEST(Bounds, HighamMaryConstants) {
   EXPECT_THROW(higham_mary_lambda(10, 0.0, p2(-11)), std::invalid_argument);
   EXPECT_THROW(probabilistic_dot_error_terms(spec_of(Format::fp16, Format::fp32, Format::fp32), TensorCore{}, 16, 1e-3),
                std::invalid_argument);
-  EXPECT_THROW(probabilistic_dot_error_terms(spec_of(Format::fp16, Format::fp32, Format::fp32, true, Rounding::toward_zero),
-                                             Sequential{}, 16, 1e-3),
-               std::invalid_argument);
+  EXPECT_THROW(
+      probabilistic_dot_error_terms(spec_of(Format::fp16, Format::fp32, Format::fp32, true, Rounding::toward_zero),
+                                    Sequential{}, 16, 1e-3),
+      std::invalid_argument);
   // Much smaller than the deterministic bound at large n.
   const AccumSpec s = spec_of(Format::fp16, Format::fp32, Format::fp32);
-  EXPECT_LT(probabilistic_dot_error_bound(s, Sequential{}, 4096, 1.0, 1e-6), dot_error_bound(s, Sequential{}, 4096, 1.0) / 5);
+  EXPECT_LT(probabilistic_dot_error_bound(s, Sequential{}, 4096, 1.0, 1e-6),
+            dot_error_bound(s, Sequential{}, 4096, 1.0) / 5);
 }
 
 // Constructed inputs on which each rounding loses (almost) its maximum: the bound must hold and be nearly
 // attained, so a constant made too small (u for 2u, a dropped term) fails here even when random data
 // would not reveal it.
-double adversarial_ratio(const AccumSpec& s, const Order& o, const std::vector<double>& x, const std::vector<double>& y) {
+double adversarial_ratio(const AccumSpec& s, const Order& o, const std::vector<double>& x,
+                         const std::vector<double>& y) {
   ExactDot exact(x.size());
   exact.set(x, y);
   const double err = exact.error(dot(s, o, x, y));
@@ -230,8 +233,8 @@ TEST(Bounds, AdversarialCasesNearlyAttainTheBound) {
   xt[0] = yt[0] = 1.0;
   const double tc = adversarial_ratio(spec_of(Format::fp16, Format::fp32, Format::fp32), TensorCore{}, xt, yt);
   EXPECT_GT(tc, 0.8);
-  std::printf("adversarial measured/bound: fp32 RN ties %.4f, fp32 RZ %.4f, fp16 RN ties %.4f, H100 TC %.4f\n", rn, rz, h,
-              tc);
+  std::printf("adversarial measured/bound: fp32 RN ties %.4f, fp32 RZ %.4f, fp16 RN ties %.4f, H100 TC %.4f\n", rn, rz,
+              h, tc);
   ::testing::Test::RecordProperty("adversarial.fp32_rn", std::to_string(rn));
   ::testing::Test::RecordProperty("adversarial.fp32_rz", std::to_string(rz));
   ::testing::Test::RecordProperty("adversarial.fp16_rn", std::to_string(h));
@@ -244,16 +247,22 @@ TEST(Bounds, AdversarialCasesNearlyAttainTheBound) {
 enum class Dist { normal, uniform_pos, cancel, wide, tiny };
 const char* dist_name(Dist d) {
   switch (d) {
-    case Dist::normal: return "N(0,1)";
-    case Dist::uniform_pos: return "U(0,1)";
-    case Dist::cancel: return "cancel";
-    case Dist::wide: return "wide";
-    case Dist::tiny: return "tiny";
+    case Dist::normal:
+      return "N(0,1)";
+    case Dist::uniform_pos:
+      return "U(0,1)";
+    case Dist::cancel:
+      return "cancel";
+    case Dist::wide:
+      return "wide";
+    case Dist::tiny:
+      return "tiny";
   }
   return "?";
 }
 
-void generate(Format in, Dist dist, std::size_t n, std::mt19937_64& rng, std::vector<double>& x, std::vector<double>& y) {
+void generate(Format in, Dist dist, std::size_t n, std::mt19937_64& rng, std::vector<double>& x,
+              std::vector<double>& y) {
   std::normal_distribution<double> g(0.0, 1.0);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   x.assign(n, 0.0);
@@ -345,11 +354,11 @@ std::vector<Order> orders_for(const AccumSpec& s) {
   vt4.threads = 64;
   vt4.interleave = 4;
   vt4.tree = ThreadTree::block_first;
-  std::vector<Order> o{Sequential{}, Pairwise{}, Blocked{32}, SplitK{4},
-                       SplitK{3, SplitKCombine::slices_rounded_to_output},
-                       Blocked{32, true}, gemv, half2, rows4, vt4};
-  const bool tc_ok = (s.acc == Format::fp32 || s.acc == Format::fp16) && s.round.mode == Rounding::nearest_even &&
-                     !s.round.ftz;
+  std::vector<Order> o{
+      Sequential{},      Pairwise{}, Blocked{32}, SplitK{4}, SplitK{3, SplitKCombine::slices_rounded_to_output},
+      Blocked{32, true}, gemv,       half2,       rows4,     vt4};
+  const bool tc_ok =
+      (s.acc == Format::fp32 || s.acc == Format::fp16) && s.round.mode == Rounding::nearest_even && !s.round.ftz;
   if (tc_ok) {
     if (s.in == Format::fp16) o.push_back(TensorCore{TensorCoreParams::v100()});
     o.push_back(TensorCore{TensorCoreParams::a100()});
@@ -400,8 +409,8 @@ void run_sweep(const std::vector<std::pair<std::size_t, int>>& lengths_trials, s
                 const double rs = sum(sc.spec, o, x);
                 const double es = exact_sum.error(rs);
                 const double bs = sum_error_bound(sc.spec, o, n, exact_sum.sum_abs(), exact_sum.max_abs());
-                ASSERT_LE(es, bs) << "sum bound violated: spec " << sc.name << " order " << order_name(o)
-                                  << " n=" << n << " dist " << dist_name(dist) << " trial " << trial;
+                ASSERT_LE(es, bs) << "sum bound violated: spec " << sc.name << " order " << order_name(o) << " n=" << n
+                                  << " dist " << dist_name(dist) << " trial " << trial;
                 const std::string skey = std::string(sc.name) + " " + order_name(o) + " SUM";
                 if (!table.count(skey)) row_order.push_back(skey);
                 Stat& ss = table[skey][n];
@@ -437,9 +446,10 @@ void run_sweep(const std::vector<std::pair<std::size_t, int>>& lengths_trials, s
       }
     }
   }
-  std::printf("\nmeasured error / bound per (spec, order, n): max<worst distribution: N(0,1) U(0,1) cancel wide "
-              "tiny> / median over all distributions; 'inf' = bound vacuous (gamma_m with m*u >= 1); "
-              "SUM = plain sum of x\n");
+  std::printf(
+      "\nmeasured error / bound per (spec, order, n): max<worst distribution: N(0,1) U(0,1) cancel wide "
+      "tiny> / median over all distributions; 'inf' = bound vacuous (gamma_m with m*u >= 1); "
+      "SUM = plain sum of x\n");
   std::printf("%-38s", "spec order");
   for (const auto& [n, t] : lengths_trials) std::printf(" %22s", ("n=" + std::to_string(n)).c_str());
   std::printf("\n");
@@ -509,8 +519,9 @@ void run_higham_mary(std::size_t n, int trials, Dist dist, const Order& order, d
   const int allowed = binomial_threshold(trials, delta, 1e-9);
   std::printf("Higham-Mary %s n=%zu %s delta=%g: %d/%d violations (allowed %d), max error/bound %.3f\n",
               order_name(order).c_str(), n, dist_name(dist), delta, violations, trials, allowed, worst);
-  ::testing::Test::RecordProperty("hm." + order_name(order) + ".n" + std::to_string(n) + "." + dist_name(dist) + ".max_ratio",
-                                  std::to_string(worst));
+  ::testing::Test::RecordProperty(
+      "hm." + order_name(order) + ".n" + std::to_string(n) + "." + dist_name(dist) + ".max_ratio",
+      std::to_string(worst));
   EXPECT_LE(violations, allowed);
   EXPECT_EQ(det_violations, 0);
 }
@@ -540,9 +551,12 @@ double up(const mp& v) { return mpfr_get_d(v.backend().data(), MPFR_RNDU); }
 enum class Pipeline { normalized_seq, flash2_unnormalized, normalized_tc_h100 };
 const char* pipeline_name(Pipeline p) {
   switch (p) {
-    case Pipeline::normalized_seq: return "P=fl16(softmax), PV fp32 seq";
-    case Pipeline::flash2_unnormalized: return "FA2: fl16(exp), PV fp32, /l";
-    case Pipeline::normalized_tc_h100: return "P=fl16(softmax), PV H100 TC";
+    case Pipeline::normalized_seq:
+      return "P=fl16(softmax), PV fp32 seq";
+    case Pipeline::flash2_unnormalized:
+      return "FA2: fl16(exp), PV fp32, /l";
+    case Pipeline::normalized_tc_h100:
+      return "P=fl16(softmax), PV H100 TC";
   }
   return "?";
 }
@@ -581,7 +595,8 @@ AttnResult run_attention_case(std::size_t n, std::size_t d, bool v_positive, dou
   const AccumSpec qk_spec = spec_of(f16, f32, f32);
   const AccumSpec pv_spec = spec_of(f16, f32, f32);
   const AccumSpec row_spec = spec_of(f32, f32, f32);
-  const Order pv_order = pipe == Pipeline::normalized_tc_h100 ? Order{TensorCore{TensorCoreParams::h100()}} : Order{Sequential{}};
+  const Order pv_order =
+      pipe == Pipeline::normalized_tc_h100 ? Order{TensorCore{TensorCoreParams::h100()}} : Order{Sequential{}};
   const bool normalized = pipe != Pipeline::flash2_unnormalized;
 
   // τ = 1/sqrt(d): exact for d = 64; otherwise τ̂ = fl32(τ) with |τ̂ − τ| <= 2^-24·τ, and the bound gets

@@ -92,8 +92,8 @@ TEST(RmsNormOracle, MatchesBoostMpfrOnRandomData) {
             ++f.checked;
             if (!same(r.y[row * d + i] + 0.0, expect + 0.0))
               f.add(std::string(name(in)) + "->" + std::string(name(out)) + (gemma ? " gemma" : " llama") + " row " +
-                    std::to_string(row) + " i " + std::to_string(i) + ": oracle " + hex(r.y[row * d + i]) +
-                    " mpfr " + hex(expect));
+                    std::to_string(row) + " i " + std::to_string(i) + ": oracle " + hex(r.y[row * d + i]) + " mpfr " +
+                    hex(expect));
           }
         }
       }
@@ -149,7 +149,8 @@ TEST(RmsNormBound, EmulatedPipelineWithinBound) {
   r1small.threads = 64;
   r1small.interleave = 4;
   r1small.tree = ThreadTree::block_first;
-  const std::vector<Pipeline> pipes{{"seq", Sequential{}}, {"r1", r1}, {"r1small", r1small}, {"r2", Blocked{1024, true}}};
+  const std::vector<Pipeline> pipes{
+      {"seq", Sequential{}}, {"r1", r1}, {"r1small", r1small}, {"r2", Blocked{1024, true}}};
   std::mt19937_64 rng(test_seed());
   int checked = 0;
   for (const Format fmt : {Format::fp16, Format::bf16, Format::fp32}) {
@@ -187,8 +188,9 @@ TEST(RmsNormBound, EmulatedPipelineWithinBound) {
       }
       std::printf("[   info   ] RMSNorm %s %s: max measured/bound %.3f\n", std::string(name(fmt)).c_str(),
                   gemma ? "gemma" : "llama", worst);
-      ::testing::Test::RecordProperty(std::string("ratio_max.rmsnorm.") + std::string(name(fmt)) + (gemma ? ".gemma" : ".llama"),
-                                      std::to_string(worst));
+      ::testing::Test::RecordProperty(
+          std::string("ratio_max.rmsnorm.") + std::string(name(fmt)) + (gemma ? ".gemma" : ".llama"),
+          std::to_string(worst));
     }
   }
   EXPECT_GT(checked, 0);

@@ -20,8 +20,8 @@ namespace {
 using kvconf::test::randn;
 
 using kvconf::Format;
-using kvconf::RoundOptions;
 using kvconf::Rounding;
+using kvconf::RoundOptions;
 namespace ref = kvconf::ref;
 
 struct Case {
@@ -58,8 +58,7 @@ ref::OracleOptions out_opts(Format out, Rounding mode = Rounding::nearest_even) 
 // Bitwise-equal comparison that names the first differing element.
 void expect_same(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t t = 0; t < a.size(); ++t)
-    ASSERT_EQ(a[t], b[t]) << what << ": element " << t << " differs";
+  for (std::size_t t = 0; t < a.size(); ++t) ASSERT_EQ(a[t], b[t]) << what << ": element " << t << " differs";
 }
 
 // ---- closed forms -------------------------------------------------------------------------------
@@ -327,7 +326,11 @@ struct Config {
 TEST(OracleAttention, MatchesNaiveBoostOnWellConditionedCases) {
   const Config cfgs[] = {
       {"f16_to_f16_mha_causal", Format::fp16, Format::fp16, {6, 20, 2, 2, 16, 8}, {14, true, 0, 0.25, false, 0}},
-      {"f16_to_f32_gqa", Format::fp16, Format::fp32, {4, 24, 4, 2, 32, 16}, {20, true, 0, 0.17677669529663687, false, 0}},
+      {"f16_to_f32_gqa",
+       Format::fp16,
+       Format::fp32,
+       {4, 24, 4, 2, 32, 16},
+       {20, true, 0, 0.17677669529663687, false, 0}},
       {"bf16_to_bf16_noncausal", Format::bf16, Format::bf16, {3, 17, 2, 1, 8, 8}, {0, false, 0, 0.5, false, 0}},
       {"bf16_to_f32_win", Format::bf16, Format::fp32, {5, 19, 2, 2, 8, 4}, {14, true, 4, 0.35, false, 0}},
       {"f32_to_f32", Format::fp32, Format::fp32, {3, 11, 2, 2, 8, 4}, {8, true, 0, 0.3, false, 0}},
@@ -337,7 +340,11 @@ TEST(OracleAttention, MatchesNaiveBoostOnWellConditionedCases) {
       {"e5m2_to_bf16_cap", Format::fp8_e5m2, Format::bf16, {3, 13, 2, 2, 8, 4}, {10, true, 0, 0.9, false, 5.0}},
       {"f64_to_f32", Format::fp64, Format::fp32, {2, 9, 2, 2, 4, 4}, {7, true, 0, 0.3, false, 0}},
       {"f16_to_f16_ru", Format::fp16, Format::fp16, {3, 10, 2, 2, 8, 4}, {7, true, 0, 0.3, false, 0}, Rounding::up},
-      {"f16_to_f16_rz", Format::fp16, Format::fp16, {3, 10, 2, 2, 8, 4}, {7, true, 0, 0.3, false, 0},
+      {"f16_to_f16_rz",
+       Format::fp16,
+       Format::fp16,
+       {3, 10, 2, 2, 8, 4},
+       {7, true, 0, 0.3, false, 0},
        Rounding::toward_zero},
       {"f16_to_f32_rd", Format::fp16, Format::fp32, {3, 10, 2, 2, 8, 4}, {7, true, 0, 0.3, false, 0}, Rounding::down},
   };
@@ -477,8 +484,8 @@ TEST(OracleAttention, SlowRandomizedAgreement) {
     const auto r = run(c, o);
     RoundOptions ro;
     ro.mode = mode;
-    const std::string id = "it=" + std::to_string(it) + " in=" + std::string(kvconf::name(in)) +
-                           " out=" + std::string(kvconf::name(out));
+    const std::string id =
+        "it=" + std::to_string(it) + " in=" + std::string(kvconf::name(in)) + " out=" + std::string(kvconf::name(out));
     const auto nv = naive(c, out, ro, 400);
     for (std::size_t t = 0; t < nv.size(); ++t) {
       if (nv[t] == r.out[t]) continue;

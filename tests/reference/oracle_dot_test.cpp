@@ -71,7 +71,9 @@ void check_dot(const std::vector<double>& x, const std::vector<double>& y, Forma
 }
 
 TEST(OracleDot, ExactFp16MatchesGmp) {
-  for (std::size_t n : {1u, 7u, 128u, 4096u}) check_dot(randn(n, Format::fp16, n, 8.0), randn(n, Format::fp16, n + 1, 8.0), Format::fp16, "fp16 n=" + std::to_string(n));
+  for (std::size_t n : {1u, 7u, 128u, 4096u})
+    check_dot(randn(n, Format::fp16, n, 8.0), randn(n, Format::fp16, n + 1, 8.0), Format::fp16,
+              "fp16 n=" + std::to_string(n));
   // extremes: max finite and subnormals together
   check_dot({65504.0, 0x1p-24, -65504.0, 0x1p-14}, {65504.0, 0x1p-24, 65504.0, -3.0}, Format::fp16, "fp16 extremes");
 }

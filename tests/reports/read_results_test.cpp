@@ -134,7 +134,8 @@ TEST(ReadResults, DirectoryWithoutResultsIsAnError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find((root / "empty").string()), std::string::npos) << e.what();
   }
-  write_lines(root / "konly" / "kernels.jsonl", {conformance::to_json(synthetic_kernel("k", "gemm", 8, 0, 0.1)).dump()});
+  write_lines(root / "konly" / "kernels.jsonl",
+              {conformance::to_json(synthetic_kernel("k", "gemm", 8, 0, 0.1)).dump()});
   const auto in = read_results({root / "konly"});
   EXPECT_TRUE(in.pairs.empty());
   EXPECT_EQ(in.kernels.size(), 1u);

@@ -42,8 +42,8 @@ ReportInput sample() {
         const std::string id = "gsm8k:000" + std::to_string(i);
         in.pairs.push_back(synthetic_pair("fixture:llama2-tiny", "fp16-eager", strategy, seed, id, 16,
                                           static_cast<std::size_t>(i * 2 + seed), 1e-5, 0.5 + 0.1 * i));
-        in.pairs.push_back(synthetic_pair("fixture:llama2-tiny", "fp32", strategy, seed, id, 16, std::nullopt,
-                                          1e-15 * (1 + i), 0));
+        in.pairs.push_back(
+            synthetic_pair("fixture:llama2-tiny", "fp32", strategy, seed, id, 16, std::nullopt, 1e-15 * (1 + i), 0));
       }
   in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 64, 128, 0.25));
   in.kernels.push_back(synthetic_kernel("cpu.gemm.g1.f16", "gemm", 256, 0, 0.5));
@@ -131,7 +131,8 @@ TEST(ReportFiles, HtmlHasOneSvgPerPlotAndNoExternalResource) {
   // 2 model×profiles × (KL per step, flip histogram, layer drift) + 2 oracle plots.
   EXPECT_EQ(count(h, "<svg"), 2u * 3u + 2u);
   EXPECT_EQ(count(h, "</svg>"), 2u * 3u + 2u);
-  for (const char* bad : {"http://", "https://", "src=", "<link", "@import", "url("}) EXPECT_EQ(h.find(bad), std::string::npos) << bad;
+  for (const char* bad : {"http://", "https://", "src=", "<link", "@import", "url("})
+    EXPECT_EQ(h.find(bad), std::string::npos) << bad;
   EXPECT_EQ(h.find("sample <report>"), std::string::npos);
   EXPECT_NE(h.find("sample &lt;report&gt; &amp; &quot;quotes&quot;"), std::string::npos);
   // Axis ticks and titles are there: a KL plot on a log axis (values span 1e-5 .. 0.5+).
@@ -199,9 +200,12 @@ TEST(ReportFiles, TerminalSummaryIsAFixedWidthTable) {
   EXPECT_NE(t.find("kernels.cpu.attn.a1_flash2.f16"), std::string::npos);
   std::size_t passed = 0, failed = 0, skipped = 0;
   for (const auto& r : v) {
-    if (!r.skipped.empty()) ++skipped;
-    else if (r.pass) ++passed;
-    else ++failed;
+    if (!r.skipped.empty())
+      ++skipped;
+    else if (r.pass)
+      ++passed;
+    else
+      ++failed;
   }
   EXPECT_NE(t.find(std::to_string(v.size()) + " rule verdicts: " + std::to_string(passed) + " passed, " +
                    std::to_string(failed) + " failed, " + std::to_string(skipped) + " skipped"),

@@ -117,7 +117,8 @@ TEST(ReportRules, Fp32KlRatioOverTheFp16DivergedPrompts) {
   in.pairs.push_back(synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:00", 8, 2, 1e-6, 1.0));
   in.pairs.push_back(synthetic_pair("m", "fp16-eager", "greedy", 0, "ids:01", 8, std::nullopt, 1e-6, 0));
   in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:00", 8, std::nullopt, 1e-16, 0));
-  in.pairs.push_back(synthetic_pair("m", "fp32", "greedy", 0, "ids:01", 8, std::nullopt, 1.0, 0));  // not diverged in fp16: ignored
+  in.pairs.push_back(
+      synthetic_pair("m", "fp32", "greedy", 0, "ids:01", 8, std::nullopt, 1.0, 0));  // not diverged in fp16: ignored
   auto v = evaluate_rules(in);
   const RuleVerdict* r = find(v, "model.m.fp32", "Fp32KlRatio");
   ASSERT_NE(r, nullptr);

@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
         }
   for (std::size_t n : {16, 32, 64, 128, 256})
     for (std::size_t d : {64, 128, 256}) {
-      in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", n, d, 0.05 + 0.01 * double(next() % 30)));
-      in.kernels.push_back(synthetic_kernel("cpu.attn.a7_invariant.f16", "attention", n, d, 0.02 + 0.01 * double(next() % 10)));
+      in.kernels.push_back(
+          synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", n, d, 0.05 + 0.01 * double(next() % 30)));
+      in.kernels.push_back(
+          synthetic_kernel("cpu.attn.a7_invariant.f16", "attention", n, d, 0.02 + 0.01 * double(next() % 10)));
     }
   in.kernels.push_back(synthetic_kernel("cpu.gemm.g1.f16", "gemm", 4096, 0, 0.3));
   in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 16, 512, 0, "head_dim 512 > 256"));

@@ -79,19 +79,29 @@ std::vector<KlScenario> kl_scenarios() {
   std::vector<KlScenario> v;
   // fp16's KL (1e-6) is too small for the ratio (1e-14 bound); the floors (4e-12, 2e-12) are fp32's bound, and
   // fp32's KL (1e-12) is inside it.
-  v.push_back({"floor_is_the_bound", "fp32", "fp16-eager",
+  v.push_back({"floor_is_the_bound",
+               "fp32",
+               "fp16-eager",
                {pair("fp32", "a", {1e-12}, std::nullopt, 4e-12), pair("fp32", "b", {1e-12}, std::nullopt, 2e-12)},
                {pair("fp16-eager", "a", {1e-6}, 0), pair("fp16-eager", "b", {1e-6}, 0)}});
   // The same with one record lacking its floor (an older record).
-  v.push_back({"one_floor_missing", "fp32", "fp16-eager",
+  v.push_back({"one_floor_missing",
+               "fp32",
+               "fp16-eager",
                {pair("fp32", "a", {1e-12}, std::nullopt, 4e-12), pair("fp32", "b", {1e-12}, std::nullopt)},
                {pair("fp16-eager", "a", {1e-6}, 0), pair("fp16-eager", "b", {1e-6}, 0)}});
   // fp32's KL past both the ratio and the floor: both must fail.
-  v.push_back({"past_the_floor", "fp32", "fp16-eager",
-               {pair("fp32", "a", {1e-9}, std::nullopt, 4e-12)}, {pair("fp16-eager", "a", {1e-6}, 0)}});
+  v.push_back({"past_the_floor",
+               "fp32",
+               "fp16-eager",
+               {pair("fp32", "a", {1e-9}, std::nullopt, 4e-12)},
+               {pair("fp16-eager", "a", {1e-6}, 0)}});
   // The CUDA profiles: cuda-fp32 is judged against cuda-fp16, as Cuda/Fp32Conformance does.
-  v.push_back({"cuda_profiles", "cuda-fp32", "cuda-fp16",
-               {pair("cuda-fp32", "a", {1e-12}, std::nullopt, 4e-12)}, {pair("cuda-fp16", "a", {1e-6}, 0)}});
+  v.push_back({"cuda_profiles",
+               "cuda-fp32",
+               "cuda-fp16",
+               {pair("cuda-fp32", "a", {1e-12}, std::nullopt, 4e-12)},
+               {pair("cuda-fp16", "a", {1e-6}, 0)}});
   return v;
 }
 

@@ -72,8 +72,8 @@ inline conformance::RunPairRecord synthetic_pair(const std::string& model, const
   return r;
 }
 
-inline conformance::KernelCaseRecord synthetic_kernel(const std::string& kernel, const std::string& kind,
-                                                      std::size_t n, std::size_t d, double error_over_bound,
+inline conformance::KernelCaseRecord synthetic_kernel(const std::string& kernel, const std::string& kind, std::size_t n,
+                                                      std::size_t d, double error_over_bound,
                                                       const std::string& skipped = "") {
   conformance::KernelCaseRecord k;
   k.kernel = kernel, k.kind = kind, k.seq_len = n, k.head_dim = d, k.skipped = skipped;

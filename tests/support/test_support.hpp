@@ -23,11 +23,16 @@ inline double p2(int e) { return std::ldexp(1.0, e); }
 
 inline const char* mode_name(Rounding r) {
   switch (r) {
-    case Rounding::nearest_even: return "rne";
-    case Rounding::toward_zero: return "rz";
-    case Rounding::up: return "up";
-    case Rounding::down: return "down";
-    case Rounding::to_odd: return "odd";
+    case Rounding::nearest_even:
+      return "rne";
+    case Rounding::toward_zero:
+      return "rz";
+    case Rounding::up:
+      return "up";
+    case Rounding::down:
+      return "down";
+    case Rounding::to_odd:
+      return "odd";
   }
   return "?";
 }
@@ -108,8 +113,7 @@ inline std::vector<double> randn(std::size_t n, Format f, std::uint64_t seed, do
   return x;
 }
 
-inline AccumSpec spec_of(Format in, Format acc, Format out, bool fma = true,
-                         Rounding mode = Rounding::nearest_even) {
+inline AccumSpec spec_of(Format in, Format acc, Format out, bool fma = true, Rounding mode = Rounding::nearest_even) {
   AccumSpec s;
   s.in = in;
   s.acc = acc;

@@ -25,8 +25,8 @@ std::string kernel_key(const nlohmann::json& j) { return conformance::kernel_cas
 
 struct Scenario {
   std::string name;
-  std::vector<std::string> args;                        // without --out and --resume
-  std::vector<std::pair<std::string, KeyOf>> stores;    // result stores, relative to --out
+  std::vector<std::string> args;                      // without --out and --resume
+  std::vector<std::pair<std::string, KeyOf>> stores;  // result stores, relative to --out
 };
 
 // kvconf model on llama2-tiny: 8 pairs of 16 steps (about 5 s).
@@ -42,9 +42,8 @@ Scenario run_kernels_scenario() {
 }
 // kvconf run on the llama2-tiny fixture: 30 pairs over every CPU profile and a report per profile (about 35 s).
 Scenario run_model_scenario() {
-  return {"kvconf run (llama2-tiny)",
-          {"run", "--filter", "llama2-tiny"},
-          {{"models/llama2-tiny/pairs.jsonl", pair_key}}};
+  return {
+      "kvconf run (llama2-tiny)", {"run", "--filter", "llama2-tiny"}, {{"models/llama2-tiny/pairs.jsonl", pair_key}}};
 }
 
 std::uint64_t seed() {
@@ -82,8 +81,8 @@ Reference reference_run(const Scenario& s, const fs::path& base) {
   const Exit e = run_kvconf(l);
   r.report_at = e.watch_seen;
   EXPECT_FALSE(e.killed) << s.name << ": the reference run hung\n" << read_text(base / "reference.log");
-  EXPECT_TRUE(e.status == 0 || e.status == 1)
-      << s.name << ": exit " << e.status << "\n" << read_text(base / "reference.log");
+  EXPECT_TRUE(e.status == 0 || e.status == 1) << s.name << ": exit " << e.status << "\n"
+                                              << read_text(base / "reference.log");
   r.status = e.status;
   r.seconds = e.seconds;
   for (const auto& [file, key] : s.stores) {
@@ -205,11 +204,12 @@ void kill_trials(const Scenario& s, int trials, int max_kills) {
     check_final(s, ref, dir, s.name + " trial " + std::to_string(t) + " (seed " + std::to_string(sd) + ")", lost,
                 duplicates);
   }
-  std::printf("crash figures: %s: %d trials, %zu kills (%zu with some but not all records finished; %zu records on "
-              "disk at the kills), torn last lines %zu, pairs lost %zu, duplicated %zu, temporaries left by kills %zu; "
-              "reference run %.2f s (report.json at %.2f s); seed %llu\n",
-              s.name.c_str(), trials, kills, mid_run, records_at_kill, torn_tails, lost, duplicates, leftovers,
-              ref.seconds, ref.report_at, static_cast<unsigned long long>(sd));
+  std::printf(
+      "crash figures: %s: %d trials, %zu kills (%zu with some but not all records finished; %zu records on "
+      "disk at the kills), torn last lines %zu, pairs lost %zu, duplicated %zu, temporaries left by kills %zu; "
+      "reference run %.2f s (report.json at %.2f s); seed %llu\n",
+      s.name.c_str(), trials, kills, mid_run, records_at_kill, torn_tails, lost, duplicates, leftovers, ref.seconds,
+      ref.report_at, static_cast<unsigned long long>(sd));
   ::testing::Test::RecordProperty("kills", static_cast<int>(kills));
   ::testing::Test::RecordProperty("lost", static_cast<int>(lost));
   ::testing::Test::RecordProperty("duplicated", static_cast<int>(duplicates));
@@ -253,9 +253,10 @@ void write_kill_trials(const Scenario& s, int trials) {
     EXPECT_EQ(done.status, ref.status) << when << ", then --resume:\n" << read_text(dir.string() + ".log");
     check_final(s, ref, dir, when + ", then --resume", lost, duplicates);
   }
-  std::printf("crash figures: %s killed inside a write: %d trials over %lld writes, %zu killed (the others wrote "
-              "less than their N), torn last lines %zu, pairs lost %zu, duplicated %zu; seed %llu\n",
-              s.name.c_str(), trials, writes, killed, torn, lost, duplicates, static_cast<unsigned long long>(sd));
+  std::printf(
+      "crash figures: %s killed inside a write: %d trials over %lld writes, %zu killed (the others wrote "
+      "less than their N), torn last lines %zu, pairs lost %zu, duplicated %zu; seed %llu\n",
+      s.name.c_str(), trials, writes, killed, torn, lost, duplicates, static_cast<unsigned long long>(sd));
   EXPECT_GT(killed, 0u);
 }
 
@@ -307,8 +308,8 @@ bool one_error_line(const std::string& err, const std::string& what) {
   while (!body.empty() && body.back() == '\n') body.pop_back();
   const std::size_t nl = body.rfind('\n');
   const std::string last = body.substr(nl == std::string::npos ? 0 : nl + 1);
-  return !last.empty() && last.find(what) != std::string::npos && body.find(what) == body.size() - last.size() +
-         last.find(what);
+  return !last.empty() && last.find(what) != std::string::npos &&
+         body.find(what) == body.size() - last.size() + last.find(what);
 }
 
 std::uintmax_t bytes_under(const fs::path& dir) {
@@ -339,12 +340,13 @@ void disk_full(const Scenario& s, const std::vector<double>& fractions) {
   for (std::size_t i = 0; i < fractions.size(); ++i) {
     const auto budget = static_cast<std::uintmax_t>(fractions[i] * static_cast<double>(total));
     const fs::path dir = base / ("full-" + std::to_string(i));
-    const std::string when = s.name + " with the disk full after " + std::to_string(budget) + " of " +
-                             std::to_string(total) + " bytes";
+    const std::string when =
+        s.name + " with the disk full after " + std::to_string(budget) + " of " + std::to_string(total) + " bytes";
     const Exit e = run_kvconf(full_disk(s, dir, false, budget));
     const std::string err = read_text(dir.string() + ".err");
     EXPECT_TRUE(!e.killed && e.signal == 0 && (e.status == 1 || e.status == 2))
-        << when << ": exit " << e.status << " signal " << e.signal << "\n" << err;
+        << when << ": exit " << e.status << " signal " << e.signal << "\n"
+        << err;
     EXPECT_TRUE(one_error_line(err, "No space left on device")) << when << ": not one error line:\n" << err;
     EXPECT_NE(err.find(dir.string()), std::string::npos) << when << ": the error names no file in --out: " << err;
     check_partial(s, ref, dir, when, torn);
@@ -355,7 +357,8 @@ void disk_full(const Scenario& s, const std::vector<double>& fractions) {
       const std::string err2 = read_text(dir.string() + ".err");
       EXPECT_TRUE(!again.killed && (again.status == 1 || again.status == 2) &&
                   one_error_line(err2, "No space left on device"))
-          << when << ", --resume while still full: exit " << again.status << "\n" << err2;
+          << when << ", --resume while still full: exit " << again.status << "\n"
+          << err2;
       const auto snap2 = snapshot(dir);
       for (const auto& [f, text] : snap) {
         if (f.find("pairs.jsonl") == std::string::npos && f.find("kernels.jsonl") == std::string::npos) continue;
@@ -366,8 +369,10 @@ void disk_full(const Scenario& s, const std::vector<double>& fractions) {
     EXPECT_EQ(done.status, ref.status) << when << ", then --resume with space:\n" << read_text(dir.string() + ".log");
     check_final(s, ref, dir, when + ", then --resume", lost, duplicates);
   }
-  std::printf("crash figures: %s with a full disk: %zu fill points, torn last lines %zu, pairs lost %zu, duplicated "
-              "%zu\n", s.name.c_str(), fractions.size(), torn, lost, duplicates);
+  std::printf(
+      "crash figures: %s with a full disk: %zu fill points, torn last lines %zu, pairs lost %zu, duplicated "
+      "%zu\n",
+      s.name.c_str(), fractions.size(), torn, lost, duplicates);
   EXPECT_EQ(torn, 0u) << "a full disk left a torn line in a result store";
 }
 
@@ -412,7 +417,8 @@ void read_only_folder(const Scenario& s) {
         s.name + " in a read-only folder (" + how + ")" + (resume ? " with --resume" : ", a new --out in it");
     EXPECT_TRUE(!e.killed && e.status == 2) << when << ": exit " << e.status << " signal " << e.signal << "\n" << err;
     EXPECT_TRUE(one_error_line(err, ::geteuid() == 0 ? "Read-only file system" : "Permission denied"))
-        << when << ": not one error line:\n" << err;
+        << when << ": not one error line:\n"
+        << err;
     EXPECT_NE(err.find(out.string()), std::string::npos) << when << ": the error does not name " << out << ": " << err;
     std::printf("read-only: %s: exit %d: %s", when.c_str(), e.status, err.c_str());
   }

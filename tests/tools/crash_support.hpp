@@ -25,14 +25,14 @@ struct Exit {
 struct Launch {
   Launch(std::vector<std::string> a, fs::path lg, fs::path e = {}, double kill = -1.0)
       : args(std::move(a)), log(std::move(lg)), err(std::move(e)), kill_after(kill) {}
-  std::vector<std::string> args;                            // after the kvconf executable
-  fs::path log;                                             // stdout and stderr
-  fs::path err;                                             // stderr alone (empty: with stdout in `log`)
-  double kill_after = -1.0;                                 // seconds; < 0: never
-  double timeout = 600.0;                                   // SIGKILL and report a hang past this
-  std::vector<std::pair<std::string, std::string>> env;     // added to the environment
-  std::vector<std::string> wrapper;                         // programs before kvconf (e.g. unshare ...)
-  fs::path watch;                                           // a file whose appearance is timed (Exit::watch_seen)
+  std::vector<std::string> args;                         // after the kvconf executable
+  fs::path log;                                          // stdout and stderr
+  fs::path err;                                          // stderr alone (empty: with stdout in `log`)
+  double kill_after = -1.0;                              // seconds; < 0: never
+  double timeout = 600.0;                                // SIGKILL and report a hang past this
+  std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+  std::vector<std::string> wrapper;                      // programs before kvconf (e.g. unshare ...)
+  fs::path watch;                                        // a file whose appearance is timed (Exit::watch_seen)
 };
 
 // Runs KVCONF_EXE with `l.args`, killing it with SIGKILL after `l.kill_after` seconds unless it ends first.

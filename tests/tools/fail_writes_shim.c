@@ -17,7 +17,7 @@
 static ssize_t (*real_write)(int, const void*, size_t);
 static long long budget = -2;  // -2: not read yet, -1: no budget (the variable is unset)
 static int fail_errno = ENOSPC;
-static long long written;      // bytes written to regular files so far (all threads)
+static long long written;       // bytes written to regular files so far (all threads)
 static long long kill_at = -1;  // KVCONF_KILL_AT_WRITE
 static long long writes;        // write() calls on regular files so far
 

@@ -40,8 +40,8 @@ struct Published {
 const Published kPublished[] = {
     {"llama2-7b", engine::Arch::llama, 4096, 32, 32, 32, 128, 11008, 32000, 4096, 1e4, 1e-5, false, 0, 0, 0, 0,
      6'738'415'616},
-    {"mistral-7b-v0.3", engine::Arch::mistral, 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6, 1e-5, false, 0, 0, 0,
-     0, 7'248'023'552},
+    {"mistral-7b-v0.3", engine::Arch::mistral, 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1e6, 1e-5, false, 0, 0, 0, 0,
+     7'248'023'552},
     {"gemma2-2b", engine::Arch::gemma2, 2304, 26, 8, 4, 256, 9216, 256000, 8192, 1e4, 1e-6, true, 50.0, 30.0, 256.0,
      4096, 2'614'341'888},
 };

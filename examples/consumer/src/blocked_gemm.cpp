@@ -20,7 +20,7 @@ float blocked_dot(const float* x, const float* w, std::size_t k, std::size_t blo
 
 void blocked_gemm(std::size_t m, std::size_t n, std::size_t k, std::span<const float> x, std::span<const float> w,
                   std::span<float> y, bool gemv_off_by_one) {
-  if (m == 1) {  // the GEMV path of decode steps
+  if (m == 1) {                                                              // the GEMV path of decode steps
     const std::size_t end = gemv_off_by_one && k > kBlock ? k - kBlock : k;  // the bug: `b + kBlock < k`
     for (std::size_t j = 0; j < n; ++j) y[j] = blocked_dot(x.data(), w.data() + j * k, k, end);
     return;

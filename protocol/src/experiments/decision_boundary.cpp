@@ -59,8 +59,17 @@ analysis::Correlation corr(const std::vector<double>& x, const std::vector<doubl
 }
 
 void summarize(const Records& recs, conformance::ExperimentSummary& s) {
-  s.columns = {"model  profile  strategy", "pairs", "flips", "r(flip, KL) [n]", "r excl. step-1 flips [n]", "trend",
-               "Spearman", "KL early/late", "MW p", "step-1 margin flipped / not", "MW p"};
+  s.columns = {"model  profile  strategy",
+               "pairs",
+               "flips",
+               "r(flip, KL) [n]",
+               "r excl. step-1 flips [n]",
+               "trend",
+               "Spearman",
+               "KL early/late",
+               "MW p",
+               "step-1 margin flipped / not",
+               "MW p"};
   const Groups g = group_by(recs, {"model", "profile", "strategy"});
   std::map<std::string, conformance::ExperimentSeries> series;
   std::vector<std::string> series_order;
@@ -109,9 +118,11 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                       num(excl.r) + " [" + std::to_string(flip_x.size()) + "]", trend, num(rank.r), num(ratio),
                       num(p_el), num(median(m_flipped)) + " / " + num(median(m_not)), num(p_m)});
     s.findings.push_back(k + ": " + std::to_string(flip.size()) + " of " + std::to_string(n) +
-                         " pairs flipped; r(flip index, mean KL) = " + num(full.r) + " (paper: negative in all 3 "
-                         "models); median step-1 margin " + num(median(m_flipped)) + " where the pair flipped, " +
-                         num(median(m_not)) + " where it did not.");
+                         " pairs flipped; r(flip index, mean KL) = " + num(full.r) +
+                         " (paper: negative in all 3 "
+                         "models); median step-1 margin " +
+                         num(median(m_flipped)) + " where the pair flipped, " + num(median(m_not)) +
+                         " where it did not.");
   }
   conformance::ExperimentPlot p{"Flip index vs mean KL (flipped pairs)", "flip index (step)", "mean KL (nats)", {}};
   for (const std::string& name : series_order) p.series.push_back(series[name]);

@@ -27,8 +27,8 @@ class PairUnit {
            const ExperimentPlants& plants)
       : ctx_(ctx), ref_(ref), prompt_(prompt), po_(po), plants_(plants) {}  // PairOptions is trivially copyable
 
-  engine::Context& ctx() { return ctx_; }            // the profile under test (cache-ON and cache-OFF)
-  engine::Context& ref() { return ref_; }            // fp32 compute over the fp32 copy of the same stored weights
+  engine::Context& ctx() { return ctx_; }  // the profile under test (cache-ON and cache-OFF)
+  engine::Context& ref() { return ref_; }  // fp32 compute over the fp32 copy of the same stored weights
   const std::vector<int>& prompt() const { return prompt_.ids; }
   const ProtocolPrompt& protocol_prompt() const { return prompt_; }
   const analysis::PairOptions& options() const { return po_; }

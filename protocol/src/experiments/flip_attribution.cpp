@@ -42,14 +42,22 @@ std::vector<Candidate> candidates(std::size_t L) {
 const std::vector<float>& stage_of(const engine::LayerTrace& t, engine::OpStage s) {
   using S = engine::OpStage;
   switch (s) {
-    case S::attn_in: return t.attn_in;
-    case S::q_rope: return t.q_rope;
-    case S::k_rope: return t.k_rope;
-    case S::v: return t.v;
-    case S::attn: return t.attn;
-    case S::o: return t.o;
-    case S::mlp_in: return t.mlp_in;
-    case S::down: return t.down;
+    case S::attn_in:
+      return t.attn_in;
+    case S::q_rope:
+      return t.q_rope;
+    case S::k_rope:
+      return t.k_rope;
+    case S::v:
+      return t.v;
+    case S::attn:
+      return t.attn;
+    case S::o:
+      return t.o;
+    case S::mlp_in:
+      return t.mlp_in;
+    case S::down:
+      return t.down;
   }
   return t.down;
 }
@@ -84,9 +92,9 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   const engine::KvCache off_cache = c.last_recompute_cache();
   std::vector<std::map<engine::OpStage, std::vector<float>>> off_ops(L);
   for (std::size_t l = 0; l < L; ++l)
-    for (engine::OpStage s : {engine::OpStage::attn_in, engine::OpStage::q_rope, engine::OpStage::k_rope,
-                              engine::OpStage::v, engine::OpStage::attn, engine::OpStage::o, engine::OpStage::mlp_in,
-                              engine::OpStage::down}) {
+    for (engine::OpStage s :
+         {engine::OpStage::attn_in, engine::OpStage::q_rope, engine::OpStage::k_rope, engine::OpStage::v,
+          engine::OpStage::attn, engine::OpStage::o, engine::OpStage::mlp_in, engine::OpStage::down}) {
       const std::vector<float>& all = stage_of(c.trace().layers[l], s);
       const std::size_t width = all.size() / full.size();
       off_ops[l][s].assign(all.end() - static_cast<std::ptrdiff_t>(width), all.end());
@@ -139,15 +147,20 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   while (set.size() > 1) {
     const std::vector<std::size_t> a(set.begin(), set.begin() + static_cast<std::ptrdiff_t>(set.size() / 2)),
         b(set.begin() + static_cast<std::ptrdiff_t>(set.size() / 2), set.end());
-    if (removes(a)) set = a;
-    else if (removes(b)) set = b;
-    else break;
+    if (removes(a))
+      set = a;
+    else if (removes(b))
+      set = b;
+    else
+      break;
   }
   for (std::size_t i = 0; i < set.size() && set.size() > 1;) {
     std::vector<std::size_t> without = set;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
-    if (removes(without)) set = without;
-    else ++i;
+    if (removes(without))
+      set = without;
+    else
+      ++i;
   }
   json culprits = json::array();
   std::string because;
@@ -162,12 +175,15 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
 }
 
 void summarize(const Records& recs, conformance::ExperimentSummary& s) {
-  s.columns = {"model  profile  strategy", "flips", "attributed", "culprit ops (count)", "culprit layers (count)",
-               "mean set size", "decodes per flip"};
+  s.columns = {"model  profile  strategy", "flips",         "attributed",      "culprit ops (count)",
+               "culprit layers (count)",   "mean set size", "decodes per flip"};
   const Groups g = group_by(recs, {"model", "profile", "strategy"});
-  conformance::ExperimentPlot p{"Flip attribution: culprit count per op (0 cache, 1 attn_norm, 2 qkv, 3 attention, "
-                                "4 o_proj, 5 mlp_norm, 6 mlp)",
-                                "op", "flips naming it", {}};
+  conformance::ExperimentPlot p{
+      "Flip attribution: culprit count per op (0 cache, 1 attn_norm, 2 qkv, 3 attention, "
+      "4 o_proj, 5 mlp_norm, 6 mlp)",
+      "op",
+      "flips naming it",
+      {}};
   const std::vector<std::string> ops = {"cache", "attn_norm", "qkv", "attention", "o_proj", "mlp_norm", "mlp"};
   std::map<std::string, std::map<std::string, double>> by_profile;
   for (const std::string& k : g.keys) {
@@ -187,14 +203,15 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
         ++layer_count[std::to_string(c.at("layer").get<std::size_t>())];
         by_profile[r->at("profile").get<std::string>()][c.at("op").get<std::string>()] += 1;
       }
-      if (s.findings.size() < 12) s.findings.push_back(k + ", " + r->at("prompt_id").get<std::string>() + ": " +
-                                                       d.at("sentence").get<std::string>() + ".");
+      if (s.findings.size() < 12)
+        s.findings.push_back(k + ", " + r->at("prompt_id").get<std::string>() + ": " +
+                             d.at("sentence").get<std::string>() + ".");
     }
     std::string o, l;
     for (const auto& [name, n] : op_count) o += (o.empty() ? "" : ", ") + name + " " + std::to_string(n);
     for (const auto& [name, n] : layer_count) l += (l.empty() ? "" : ", ") + name + ": " + std::to_string(n);
-    s.rows.push_back({k, std::to_string(flips), std::to_string(attributed), o.empty() ? "-" : o,
-                      l.empty() ? "-" : l, num(mean(size)), num(mean(trials))});
+    s.rows.push_back({k, std::to_string(flips), std::to_string(attributed), o.empty() ? "-" : o, l.empty() ? "-" : l,
+                      num(mean(size)), num(mean(trials))});
   }
   for (const auto& [profile, counts] : by_profile) {
     conformance::ExperimentSeries b{profile, "bars", {}, {}};

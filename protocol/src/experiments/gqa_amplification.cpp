@@ -9,7 +9,8 @@
 //              q head h to K/V head h / G, so every q head sees exactly the K and V it saw before: the same function
 //              (a GQA model is an MHA model with duplicated K/V heads); only the arithmetic's shape may differ.
 //   n_kv' = B  "base": the model itself.
-//   n_kv' < B  "pooled": K/V head h' is the element-wise mean of base heads [h'·p, (h'+1)·p), p = B / n_kv', computed in
+//   n_kv' < B  "pooled": K/V head h' is the element-wise mean of base heads [h'·p, (h'+1)·p), p = B / n_kv', computed
+//   in
 //              double and rounded (RNE) to the storage format: the uptraining conversion of the GQA paper (Ainslie et
 //              al. 2023), without the uptraining, so a different function from the base.
 // A G whose n_kv' is neither a multiple nor a divisor of B is skipped. The reference of a variant is
@@ -54,7 +55,7 @@ engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv) {
                                 " query heads and " + std::to_string(B) + " base K/V heads");
   engine::Model m = base;
   m.config.n_kv_heads = n_kv;
-  const std::size_t head = d * D;  // one K/V head's rows of wk / wv: (d, D)
+  const std::size_t head = d * D;                    // one K/V head's rows of wk / wv: (d, D)
   auto rebuild = [&](const std::vector<float>& w) {  // w: (B·d, D) -> (n_kv·d, D)
     std::vector<float> out(n_kv * head);
     if (n_kv >= B) {
@@ -78,7 +79,10 @@ engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv) {
     l.wv = rebuild(l.wv);
   }
   m.source = base.source + " (GQA variant: " + std::to_string(n_kv) + " K/V heads, " +
-             (n_kv > B ? "replicated" : n_kv < B ? "mean-pooled" : "base") + ")";
+             (n_kv > B   ? "replicated"
+              : n_kv < B ? "mean-pooled"
+                         : "base") +
+             ")";
   engine::validate(m);
   return m;
 }
@@ -140,8 +144,8 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
               {"drift_h1", num_or_null(m1)},
               {"drift_h2", num_or_null(m2)},
               {"amplification", num_or_null(amp)}};
-    const std::string label = "G=" + std::to_string(G) + " (" + std::to_string(n_kv) + " K/V heads, " +
-                              kind_of(n_kv, B) + "): ";
+    const std::string label =
+        "G=" + std::to_string(G) + " (" + std::to_string(n_kv) + " K/V heads, " + kind_of(n_kv, B) + "): ";
     conformance::CheckResults r = conformance::flip_rules(
         fr, u.prompt(), po.sampler.strategy, [&ref](const std::vector<int>& seq) { return ref.recompute(seq); },
         u.seed());
@@ -170,11 +174,20 @@ struct PerG {
 };
 
 void summarize(const Records& recs, conformance::ExperimentSummary& s) {
-  s.columns = {"model  profile", "G (K/V heads)", "variant", "pairs", "flip rate", "mean KL",
-               "mean drift hidden[1]", "mean drift hidden[2]", "layer-1 amplification"};
+  s.columns = {"model  profile",
+               "G (K/V heads)",
+               "variant",
+               "pairs",
+               "flip rate",
+               "mean KL",
+               "mean drift hidden[1]",
+               "mean drift hidden[2]",
+               "layer-1 amplification"};
   const Groups g = group_by(recs, {"model", "profile"});
   conformance::ExperimentPlot amp_plot{"GQA: layer-1 amplification drift(hidden[2]) / drift(hidden[1]) vs G",
-                                       "G = query heads per K/V head", "amplification", {}};
+                                       "G = query heads per K/V head",
+                                       "amplification",
+                                       {}};
   conformance::ExperimentPlot flip_plot{"GQA: flip rate vs G", "G = query heads per K/V head", "flip rate", {}};
   for (const std::string& k : g.keys) {
     std::map<std::size_t, PerG> by_g;
@@ -225,15 +238,17 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
     if (rep_pairs == 0)
       rep = "there is no replicated variant (the base model is already MHA)";
     else if (rep_same == rep_pairs)
-      rep = "replication (the same function with duplicated K/V heads) changes nothing: flips, KL and drift equal the "
-            "base's in all " + std::to_string(rep_pairs) + " replicated runs";
+      rep =
+          "replication (the same function with duplicated K/V heads) changes nothing: flips, KL and drift equal the "
+          "base's in all " +
+          std::to_string(rep_pairs) + " replicated runs";
     else
       rep = "replication (the same function with duplicated K/V heads) changes the result in " +
             std::to_string(rep_pairs - rep_same) + " of " + std::to_string(rep_pairs) +
             " replicated runs: the arithmetic's shape, not the function, moved it";
     s.findings.push_back(k + ": layer-1 amplification drift(hidden[2])/drift(hidden[1]) measured " + amps +
-                         "; the correlated-broadcast argument (∝ G from the G=1 value) predicts " + preds + ". " +
-                         rep + ".");
+                         "; the correlated-broadcast argument (∝ G from the G=1 value) predicts " + preds + ". " + rep +
+                         ".");
   }
   s.plots.push_back(amp_plot);
   s.plots.push_back(flip_plot);

@@ -59,7 +59,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     // Layer 0's new row r = P+t−1: v = x·Wvᵀ with M = 1 (decode) and M = P+t (recompute).
     const std::size_t r = P + t - 1;
     const kernels::GemmPath p_on = gemm.path({1, kvd, D}), p_off = gemm.path({P + t, kvd, D});
-    const std::vector<float>& W = model.layers[0].wv;  // (kvd, D)
+    const std::vector<float>& W = model.layers[0].wv;                   // (kvd, D)
     const double slack = 1.0 + 4.0 * static_cast<double>(D) * 0x1p-53;  // the double sums below
     for (std::size_t j = 0; j < kvd; ++j) {
       double s_on = 0.0, s_off = 0.0, s_dx = 0.0;
@@ -72,7 +72,8 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
       const double bound = ref::dot_error_bound(p_on.spec, p_on.order, D, s_on * slack) +
                            ref::dot_error_bound(p_off.spec, p_off.order, D, s_off * slack) + s_dx * slack;
       const double err = std::fabs(double(on.v[0][r * kvd + j]) - off.v[0][r * kvd + j]);
-      const double h = bound > 0.0 ? (bound - err) / bound : (err == 0.0 ? 1.0 : -std::numeric_limits<double>::infinity());
+      const double h =
+          bound > 0.0 ? (bound - err) / bound : (err == 0.0 ? 1.0 : -std::numeric_limits<double>::infinity());
       if (h < worst) {
         worst = h, w_err = err, w_bound = bound;
         w_where = "step " + std::to_string(t) + ", row " + std::to_string(r) + ", element " + std::to_string(j) +
@@ -99,10 +100,10 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
   s.columns = {"model  profile", "pairs", "max rel ΔK: layer 0 / last layer", "max rel ΔV: layer 0 / last layer",
                "mean rel ΔK first step / last step"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot per_step{"KV build-up: mean relative ΔK over layers, per step", "decode step",
-                                       "max|ΔK| / max|K_off|", {}};
-  conformance::ExperimentPlot per_layer{"KV build-up: mean relative ΔV per layer (last step)", "layer",
-                                        "max|ΔV| / max|V_off|", {}};
+  conformance::ExperimentPlot per_step{
+      "KV build-up: mean relative ΔK over layers, per step", "decode step", "max|ΔK| / max|K_off|", {}};
+  conformance::ExperimentPlot per_layer{
+      "KV build-up: mean relative ΔV per layer (last step)", "layer", "max|ΔV| / max|V_off|", {}};
   for (const std::string& k : g.keys) {
     std::vector<std::vector<double>> step_sum;  // step -> values (mean over layers), over pairs
     std::vector<std::vector<double>> layer_v;   // layer -> last-step dv
@@ -130,12 +131,14 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
     for (std::size_t l = 0; l < layer_v.size(); ++l) b.x.push_back(double(l)), b.y.push_back(mean(layer_v[l]));
     per_step.series.push_back(a);
     per_layer.series.push_back(b);
-    const double first = step_sum.empty() ? NAN : mean(step_sum.front()), last = step_sum.empty() ? NAN : mean(step_sum.back());
+    const double first = step_sum.empty() ? NAN : mean(step_sum.front()),
+                 last = step_sum.empty() ? NAN : mean(step_sum.back());
     s.rows.push_back({k, std::to_string(g.by_key.at(k).size()), num(k0) + " / " + num(kl), num(v0) + " / " + num(vl),
                       num(first) + " / " + num(last)});
     s.findings.push_back(k + ": the cached K rows of cache-ON and cache-OFF differ by a mean relative " + num(first) +
-                         " after the first decode step and " + num(last) + " after the last (max over layers and pairs: " +
-                         "layer 0 " + num(k0) + ", last layer " + num(kl) + ").");
+                         " after the first decode step and " + num(last) +
+                         " after the last (max over layers and pairs: " + "layer 0 " + num(k0) + ", last layer " +
+                         num(kl) + ").");
   }
   s.plots.push_back(per_step);
   s.plots.push_back(per_layer);

@@ -83,15 +83,17 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
         analysis::pair_of(analysis::Regime::free_running, u.prompt(), injected_run(u, v, stream, qc), clean, po);
     std::vector<double> kl;
     for (const analysis::StepMetrics& s : run.steps) kl.push_back(s.kl);
-    json e = {{"variant", v.name()}, {"family", v.family()}, {"amplitude", v.amplitude},
+    json e = {{"variant", v.name()},
+              {"family", v.family()},
+              {"amplitude", v.amplitude},
               {"flip", run.flip ? json(*run.flip) : json()},
               {"kl", conformance::shared_context_mean_kl(kl, run.flip)},
               {"correct", gold && u.answer && u.answer(run.tokens_on) == gold}};
     vs.push_back(e);
     if (v.kind == Perturb::uniform_rel && i == 0) {  // amplitude u: one storage rounding
-      conformance::CheckResults r =
-          conformance::flip_rules(run, u.prompt(), po.sampler.strategy,
-                                  [&u](const std::vector<int>& seq) { return u.ref().recompute(seq); }, u.seed());
+      conformance::CheckResults r = conformance::flip_rules(
+          run, u.prompt(), po.sampler.strategy, [&u](const std::vector<int>& seq) { return u.ref().recompute(seq); },
+          u.seed());
       for (conformance::CheckResult& x : r) {
         if (x.rule == "no_flip") continue;
         x.rule = "u_noise_" + x.rule;
@@ -118,10 +120,15 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
   s.columns = {"model  profile", "variant", "pairs", "flip rate", "mean KL", "median first flip", "accuracy (clean)"};
   const Groups g = group_by(recs, {"model", "profile"});
   conformance::ExperimentPlot amp{"KV injection: flip rate vs relative noise amplitude (uniform)",
-                                  "log2 amplitude a of x(1 + a U(-1,1))", "flip rate", {}};
-  conformance::ExperimentPlot quant{"KV injection: flip rate per quantization (0 fp8_e4m3, 1 fp8_e5m2, 2 int8 token, "
-                                    "3 int8 channel, 4 int4 token, 5 int4 channel, 6 q8_0, 7 q4_0)",
-                                    "quantization", "flip rate", {}};
+                                  "log2 amplitude a of x(1 + a U(-1,1))",
+                                  "flip rate",
+                                  {}};
+  conformance::ExperimentPlot quant{
+      "KV injection: flip rate per quantization (0 fp8_e4m3, 1 fp8_e5m2, 2 int8 token, "
+      "3 int8 channel, 4 int4 token, 5 int4 channel, 6 q8_0, 7 q4_0)",
+      "quantization",
+      "flip rate",
+      {}};
   for (const std::string& k : g.keys) {
     std::vector<std::string> order;
     std::map<std::string, std::vector<const json*>> by_variant;
@@ -154,17 +161,20 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
       if (fam == "uniform_rel") {
         a.x.push_back(std::log2(es.front()->at("amplitude").get<double>()));
         a.y.push_back(rate);
-        if (rate >= 0.5 && threshold.rfind("none", 0) == 0) threshold = "a = " + num(es.front()->at("amplitude").get<double>());
+        if (rate >= 0.5 && threshold.rfind("none", 0) == 0)
+          threshold = "a = " + num(es.front()->at("amplitude").get<double>());
       }
       if (fam == "quantization") b.x.push_back(qi++), b.y.push_back(rate);
-      s.rows.push_back({k, n, std::to_string(es.size()), pct(rate), num(mean(kl)), num(median(fi)),
-                        with_gold ? pct(double(right) / with_gold) + " (" + pct(double(clean_right) / with_gold) + ")"
-                                  : "n/a"});
+      s.rows.push_back(
+          {k, n, std::to_string(es.size()), pct(rate), num(mean(kl)), num(median(fi)),
+           with_gold ? pct(double(right) / with_gold) + " (" + pct(double(clean_right) / with_gold) + ")" : "n/a"});
     }
     amp.series.push_back(a);
     quant.series.push_back(b);
-    s.findings.push_back(k + ": susceptibility threshold (smallest uniform relative amplitude that flips at least half "
-                         "the pairs): " + threshold + ".");
+    s.findings.push_back(k +
+                         ": susceptibility threshold (smallest uniform relative amplitude that flips at least half "
+                         "the pairs): " +
+                         threshold + ".");
   }
   s.plots.push_back(amp);
   s.plots.push_back(quant);

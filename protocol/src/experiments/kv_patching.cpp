@@ -76,7 +76,8 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     }
     const double b = 2.0 * S[t];
     const double h = b > 0.0 ? (b - e) / b : (e == 0.0 ? 1.0 : -std::numeric_limits<double>::infinity());
-    if (worst == -std::numeric_limits<double>::infinity() || h < worst) worst = h, err = e, bound = b, worst_t = t, on_diff = e_on;
+    if (worst == -std::numeric_limits<double>::infinity() || h < worst)
+      worst = h, err = e, bound = b, worst_t = t, on_diff = e_on;
   }
   if (S.empty() || S.back() == 0.0) return d;  // the fp32 reference profile itself: no yardstick (S = 0)
   conformance::CheckResult r;
@@ -86,18 +87,20 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   r.headroom = worst;
   r.pass = err <= bound;
   r.seed = u.seed();
-  r.detail = "worst at step " + std::to_string(worst_t) + ": every cached row patched, max|z_patched - z_off| = " +
-             num(err, 6) + " <= 2*S_t = " + num(bound, 6) + " (unpatched cache-ON: " + num(on_diff, 6) + ")";
+  r.detail = "worst at step " + std::to_string(worst_t) +
+             ": every cached row patched, max|z_patched - z_off| = " + num(err, 6) + " <= 2*S_t = " + num(bound, 6) +
+             " (unpatched cache-ON: " + num(on_diff, 6) + ")";
   rules.push_back(r);
   return d;
 }
 
 void summarize(const Records& recs, conformance::ExperimentSummary& s) {
-  s.columns = {"model  profile", "pairs with D>0", "all layers K+V: mean (min)", "K only", "V only",
-               "best single layer (median)", "answer"};
+  s.columns = {"model  profile", "pairs with D>0", "all layers K+V: mean (min)",
+               "K only",         "V only",         "best single layer (median)",
+               "answer"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot p{"KV patching: median recovery per layer (K and V of one layer)", "layer patched",
-                                "recovery", {}};
+  conformance::ExperimentPlot p{
+      "KV patching: median recovery per layer (K and V of one layer)", "layer patched", "recovery", {}};
   for (const std::string& k : g.keys) {
     std::vector<double> all, kk, vv;
     std::vector<std::vector<double>> per_layer;
@@ -122,16 +125,16 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
     p.series.push_back(line);
     double mn = std::numeric_limits<double>::infinity();
     for (double a : all) mn = std::min(mn, a);
-    const std::string answer = all.empty()          ? "no divergence to recover"
-                               : mean(all) >= 0.9   ? "yes: patching the cache recovers cache-OFF"
-                               : mean(all) >= 0.5   ? "mostly"
-                                                    : "no";
-    s.rows.push_back({k, std::to_string(all.size()),
-                      all.empty() ? "n/a" : pct(mean(all)) + " (" + pct(mn) + ")", pct(mean(kk)), pct(mean(vv)),
+    const std::string answer = all.empty()        ? "no divergence to recover"
+                               : mean(all) >= 0.9 ? "yes: patching the cache recovers cache-OFF"
+                               : mean(all) >= 0.5 ? "mostly"
+                                                  : "no";
+    s.rows.push_back({k, std::to_string(all.size()), all.empty() ? "n/a" : pct(mean(all)) + " (" + pct(mn) + ")",
+                      pct(mean(kk)), pct(mean(vv)),
                       per_layer.empty() ? "n/a" : "layer " + std::to_string(best_l) + ": " + pct(best), answer});
     s.findings.push_back(k + ": patching every cached K/V row with cache-OFF's recovers a mean " + pct(mean(all)) +
-                         " of the divergence (K only " + pct(mean(kk)) + ", V only " + pct(mean(vv)) +
-                         ") over " + std::to_string(all.size()) + " pairs: " + answer + ".");
+                         " of the divergence (K only " + pct(mean(kk)) + ", V only " + pct(mean(vv)) + ") over " +
+                         std::to_string(all.size()) + " pairs: " + answer + ".");
   }
   s.plots.push_back(p);
 }

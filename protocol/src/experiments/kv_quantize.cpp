@@ -40,7 +40,8 @@ void record(QuantCheck& c, double x, double xq, double bound) {
 // Asymmetric b-bit quantization of the values x[i·stride], i < n (KIVI): scale = (max − min)/(2^b − 1).
 void int_asym(float* x, std::size_t n, std::size_t stride, int bits, Format st, bool truncate, QuantCheck& c) {
   double lo = INFINITY, hi = -INFINITY;
-  for (std::size_t i = 0; i < n; ++i) lo = std::min(lo, double(x[i * stride])), hi = std::max(hi, double(x[i * stride]));
+  for (std::size_t i = 0; i < n; ++i)
+    lo = std::min(lo, double(x[i * stride])), hi = std::max(hi, double(x[i * stride]));
   const double levels = std::ldexp(1.0, bits) - 1.0, scale = (hi - lo) / levels;
   for (std::size_t i = 0; i < n; ++i) {
     float& v = x[i * stride];
@@ -79,8 +80,8 @@ void q_block(float* x, std::size_t n, int bits, Format st, bool truncate, QuantC
 }  // namespace
 
 std::string Variant::name() const {
-  static const char* names[] = {"uniform_rel", "normal_abs", "sign_flip", "fp8_e4m3", "fp8_e5m2", "int8_token",
-                                "int8_channel", "int4_token", "int4_channel", "q8_0", "q4_0"};
+  static const char* names[] = {"uniform_rel",  "normal_abs", "sign_flip",    "fp8_e4m3", "fp8_e5m2", "int8_token",
+                                "int8_channel", "int4_token", "int4_channel", "q8_0",     "q4_0"};
   std::string n = names[static_cast<int>(kind)];
   if (kind == Perturb::uniform_rel || kind == Perturb::normal_abs || kind == Perturb::sign_flip) {
     char b[32];
@@ -92,10 +93,14 @@ std::string Variant::name() const {
 
 std::string Variant::family() const {
   switch (kind) {
-    case Perturb::uniform_rel: return "uniform_rel";
-    case Perturb::normal_abs: return "normal_abs";
-    case Perturb::sign_flip: return "sign_flip";
-    default: return "quantization";
+    case Perturb::uniform_rel:
+      return "uniform_rel";
+    case Perturb::normal_abs:
+      return "normal_abs";
+    case Perturb::sign_flip:
+      return "sign_flip";
+    default:
+      return "quantization";
   }
 }
 
@@ -115,8 +120,8 @@ std::vector<Variant> injection_variants(Format storage) {
   return v;
 }
 
-void perturb_rows(const Variant& v, std::span<float> buf, std::size_t kvd, std::size_t r0, std::size_t r1,
-                  Format st, std::uint64_t& rng, double scale, bool truncate, QuantCheck& c) {
+void perturb_rows(const Variant& v, std::span<float> buf, std::size_t kvd, std::size_t r0, std::size_t r1, Format st,
+                  std::uint64_t& rng, double scale, bool truncate, QuantCheck& c) {
   float* rows = buf.data() + r0 * kvd;
   const std::size_t n = (r1 - r0) * kvd;
   switch (v.kind) {
@@ -141,8 +146,8 @@ void perturb_rows(const Variant& v, std::span<float> buf, std::size_t kvd, std::
       for (std::size_t i = 0; i < n; ++i) {
         const double x = rows[i], xq = round_to(st, round_to(f8, x, o));
         const double over = std::max(0.0, std::fabs(x) - max8);  // saturation
-        record(c, x, xq, ref::unit_roundoff(f8) * std::fabs(x) + ref::underflow_unit(f8) + over +
-                             storage_bound(st, xq));
+        record(c, x, xq,
+               ref::unit_roundoff(f8) * std::fabs(x) + ref::underflow_unit(f8) + over + storage_bound(st, xq));
         rows[i] = float(xq);
       }
       return;
@@ -161,7 +166,8 @@ void perturb_rows(const Variant& v, std::span<float> buf, std::size_t kvd, std::
     case Perturb::q4_0:
       for (std::size_t r = r0; r < r1; ++r)
         for (std::size_t b = 0; b < kvd; b += kBlock)
-          q_block(buf.data() + r * kvd + b, std::min(kBlock, kvd - b), v.kind == Perturb::q8_0 ? 8 : 4, st, truncate, c);
+          q_block(buf.data() + r * kvd + b, std::min(kBlock, kvd - b), v.kind == Perturb::q8_0 ? 8 : 4, st, truncate,
+                  c);
       return;
   }
 }

@@ -14,25 +14,36 @@
 
 namespace kvconf::protocol::experiments {
 
-enum class Perturb { uniform_rel, normal_abs, sign_flip, fp8_e4m3, fp8_e5m2, int8_token, int8_channel, int4_token,
-                     int4_channel, q8_0, q4_0 };
+enum class Perturb {
+  uniform_rel,
+  normal_abs,
+  sign_flip,
+  fp8_e4m3,
+  fp8_e5m2,
+  int8_token,
+  int8_channel,
+  int4_token,
+  int4_channel,
+  q8_0,
+  q4_0
+};
 
 struct Variant {
   Perturb kind;
-  double amplitude = 0.0;  // uniform_rel: a of x·(1 + a·U(−1,1)); normal_abs: σ; sign_flip: probability; else 0
-  std::string name() const;       // "uniform_rel:0.000488", "int8_channel", ...
-  std::string family() const;     // "uniform_rel", "normal_abs", "sign_flip", "quantization"
-  bool per_channel() const;       // quantized in complete groups of kGroupRows rows (KIVI's key quantization)
+  double amplitude = 0.0;    // uniform_rel: a of x·(1 + a·U(−1,1)); normal_abs: σ; sign_flip: probability; else 0
+  std::string name() const;  // "uniform_rel:0.000488", "int8_channel", ...
+  std::string family() const;  // "uniform_rel", "normal_abs", "sign_flip", "quantization"
+  bool per_channel() const;    // quantized in complete groups of kGroupRows rows (KIVI's key quantization)
   bool quantizer() const;
 };
-inline constexpr std::size_t kGroupRows = 32;   // KIVI's group of tokens for per-channel scales
-inline constexpr std::size_t kBlock = 32;       // llama.cpp's q8_0 / q4_0 block of values along a row
+inline constexpr std::size_t kGroupRows = 32;  // KIVI's group of tokens for per-channel scales
+inline constexpr std::size_t kBlock = 32;      // llama.cpp's q8_0 / q4_0 block of values along a row
 
 // The variants kv_injection runs for a model stored in `storage` (the uniform amplitudes start at its unit roundoff).
 std::vector<Variant> injection_variants(Format storage);
 
-struct QuantCheck {         // the quantizers' own rule: |x − x̂| <= bound per element
-  double worst_ratio = 0.0; // max |x − x̂| / bound
+struct QuantCheck {          // the quantizers' own rule: |x − x̂| <= bound per element
+  double worst_ratio = 0.0;  // max |x − x̂| / bound
   double err = 0.0, bound = 0.0;
   std::size_t elements = 0;
 };

@@ -100,7 +100,8 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     t0 = Clock::now();
     engine::GenerateResult on = remedied_run(u, how, R, rows);
     const double s = since(t0);
-    const analysis::PairedRun run = analysis::pair_of(analysis::Regime::free_running, u.prompt(), std::move(on), off, po);
+    const analysis::PairedRun run =
+        analysis::pair_of(analysis::Regime::free_running, u.prompt(), std::move(on), off, po);
     const std::string name = std::string(how == Remedy::refresh ? "refresh_" : "smoothed_") + std::to_string(R);
     ms.push_back(outcome(name, run, s, base,
                          "+" + num(decoded_rows > 0 ? double(rows) / decoded_rows : 0.0) + "x rows computed (" +
@@ -144,9 +145,8 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     r.headroom = equal ? 1.0 : -std::numeric_limits<double>::infinity();
     r.seed = u.seed();
     r.detail = "fp16-invariant over the same weights: " +
-               std::string(run.flip ? "flipped at step " + std::to_string(*run.flip) : "no flip") +
-               ", mean KL " + num(run.mean_kl(), 3) + ", max|z_on - z_off| = " + num(diff, 6) + " (step " +
-               std::to_string(step) + ")";
+               std::string(run.flip ? "flipped at step " + std::to_string(*run.flip) : "no flip") + ", mean KL " +
+               num(run.mean_kl(), 3) + ", max|z_on - z_off| = " + num(diff, 6) + " (step " + std::to_string(step) + ")";
     rules.push_back(r);
   }
   json d;
@@ -156,12 +156,16 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
 }
 
 void summarize(const Records& recs, conformance::ExperimentSummary& s) {
-  s.columns = {"model  profile", "mitigation", "pairs", "flip rate", "mean KL (shared context)", "time / cache-ON",
-               "extra work (first pair)"};
+  s.columns = {
+      "model  profile",         "mitigation", "pairs", "flip rate", "mean KL (shared context)", "time / cache-ON",
+      "extra work (first pair)"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot p{"Mitigations: flip rate (0 none, 1 refresh_16, 2 refresh_4, 3 refresh_1, 4 smoothed_4, "
-                                "5 LayerCast, 6 fp32 K/V cache, 7 cache-invariant)",
-                                "mitigation", "flip rate", {}};
+  conformance::ExperimentPlot p{
+      "Mitigations: flip rate (0 none, 1 refresh_16, 2 refresh_4, 3 refresh_1, 4 smoothed_4, "
+      "5 LayerCast, 6 fp32 K/V cache, 7 cache-invariant)",
+      "mitigation",
+      "flip rate",
+      {}};
   for (const std::string& k : g.keys) {
     std::vector<std::string> order;
     std::map<std::string, std::vector<const json*>> by;
@@ -184,8 +188,10 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
       }
       const double rate = double(flips) / double(by.at(n).size());
       b.x.push_back(double(b.x.size())), b.y.push_back(rate);
-      if (n == "none") base_rate = rate, base_kl = mean(kl);
-      else if (rate < best_rate || (rate == best_rate && mean(kl) < best_kl)) best_rate = rate, best_kl = mean(kl), best = n;
+      if (n == "none")
+        base_rate = rate, base_kl = mean(kl);
+      else if (rate < best_rate || (rate == best_rate && mean(kl) < best_kl))
+        best_rate = rate, best_kl = mean(kl), best = n;
       s.rows.push_back({k, n, std::to_string(by.at(n).size()), pct(rate), num(mean(kl)), num(median(tr)),
                         by.at(n).front()->at("extra").get<std::string>()});
     }
@@ -200,7 +206,8 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
 }  // namespace
 
 Experiment mitigations() {
-  return {"mitigations", "Mitigations: refresh, smoothing, fp32 K/V cache, LayerCast, cache-invariant kernels (paper §7.6, seed 003)",
+  return {"mitigations",
+          "Mitigations: refresh, smoothing, fp32 K/V cache, LayerCast, cache-invariant kernels (paper §7.6, seed 003)",
           "Which remedy removes the cache-ON/cache-OFF divergence, and at what cost?", run, summarize};
 }
 

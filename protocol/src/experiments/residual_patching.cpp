@@ -99,7 +99,8 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
       lo = std::min(lo, m), hi = std::max(hi, m);
     }
     p.series.push_back(line);
-    s.rows.push_back({k, std::to_string(used), per_layer.empty() ? "n/a" : num(median(one)) + " (" + num(lo) + " .. " + num(hi) + ")",
+    s.rows.push_back({k, std::to_string(used),
+                      per_layer.empty() ? "n/a" : num(median(one)) + " (" + num(lo) + " .. " + num(hi) + ")",
                       pct(mean(one)), pct(mean(all)) + " (" + pct(median(all)) + ")"});
     s.findings.push_back(k + ": patching one layer's residual stream recovers a median " + pct(median(one)) +
                          " of the divergence, all layers at once a mean " + pct(mean(all)) +

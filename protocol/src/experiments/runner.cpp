@@ -15,8 +15,8 @@
 #include "summary_util.hpp"
 
 namespace kvconf::protocol {
-using nlohmann::json;
 using experiments::all_experiments;
+using nlohmann::json;
 
 std::vector<std::string> experiment_names() {
   std::vector<std::string> out;
@@ -35,8 +35,10 @@ std::vector<std::string> parse_experiments(const std::string& text) {
     const std::size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (std::find(known.begin(), known.end(), item) == known.end())
-      throw BadInput("--experiment '" + text + "': unknown experiment '" + item + "' (expected all, or a "
-                     "comma-separated list of: " + list + ")");
+      throw BadInput("--experiment '" + text + "': unknown experiment '" + item +
+                     "' (expected all, or a "
+                     "comma-separated list of: " +
+                     list + ")");
     if (std::find(out.begin(), out.end(), item) != out.end())
       throw BadInput("--experiment '" + text + "': '" + item + "' is listed twice");
     out.push_back(item);
@@ -64,7 +66,8 @@ std::string experiment_record_key(const json& r) {
                       r.at("seed").get<std::uint64_t>(), r.at("prompt_id").get<std::string>());
   } catch (const json::exception& e) {
     throw BadInput(std::string("experiment record: a key field (experiment, model, profile, strategy, seed, "
-                               "prompt_id) is missing or has the wrong type (") + e.what() + ")");
+                               "prompt_id) is missing or has the wrong type (") +
+                   e.what() + ")");
   }
 }
 
@@ -129,9 +132,14 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
       const auto e0 = std::chrono::steady_clock::now();
       conformance::CheckResults rules;
       json data = e->run(unit, rules);
-      json rec = {{"schema", kExperimentSchema}, {"experiment", e->name}, {"model", o.model},
-                  {"profile", w.profile},        {"strategy", w.strategy}, {"seed", w.seed},
-                  {"prompt_id", p.id},           {"max_new_tokens", o.max_new_tokens}};
+      json rec = {{"schema", kExperimentSchema},
+                  {"experiment", e->name},
+                  {"model", o.model},
+                  {"profile", w.profile},
+                  {"strategy", w.strategy},
+                  {"seed", w.seed},
+                  {"prompt_id", p.id},
+                  {"max_new_tokens", o.max_new_tokens}};
       rec["data"] = std::move(data);
       rec["rules"] = json::array();
       for (const conformance::CheckResult& c : rules) rec["rules"].push_back(conformance::to_json(c));
@@ -206,10 +214,9 @@ std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vec
 
 namespace experiments {
 const std::vector<Experiment>& all_experiments() {
-  static const std::vector<Experiment> all = {decision_boundary(), residual_patching(), kv_patching(), kv_buildup(),
-                                              gqa_amplification(),
-                                              kv_injection(), mitigations(),
-                                              flip_attribution()};
+  static const std::vector<Experiment> all = {decision_boundary(), residual_patching(), kv_patching(),
+                                              kv_buildup(),        gqa_amplification(), kv_injection(),
+                                              mitigations(),       flip_attribution()};
   return all;
 }
 }  // namespace experiments

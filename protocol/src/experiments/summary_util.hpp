@@ -24,10 +24,10 @@ Groups group_by(const Records& records, const std::vector<std::string>& fields);
 // error/bound/headroom/detail of the worst (smallest headroom) record, detail prefixed with its key.
 void add_verdicts(const std::string& experiment, const Records& records, conformance::ExperimentSummary& s);
 
-std::string num(double x, int digits = 3);  // "%.3g", "n/a" for NaN
-std::string pct(double x);                  // "12.3%", "n/a" for NaN
-double median(std::vector<double> x);       // NaN when empty
-double mean(const std::vector<double>& x);  // NaN when empty
+std::string num(double x, int digits = 3);             // "%.3g", "n/a" for NaN
+std::string pct(double x);                             // "12.3%", "n/a" for NaN
+double median(std::vector<double> x);                  // NaN when empty
+double mean(const std::vector<double>& x);             // NaN when empty
 std::vector<double> doubles(const nlohmann::json& a);  // a JSON array of numbers (null -> NaN)
 
 }  // namespace kvconf::protocol::experiments

@@ -24,9 +24,9 @@ struct StepMetrics {
   int token_on = -1, token_off = -1;  // tokens each path chose at this step
   double kl = 0.0;                    // KL(p_on‖p_off)
   double js = 0.0;
-  Top2 top_on, top_off;               // top-1/top-2 of each path's logits
-  double max_abs_logit_diff = 0.0;    // max_v |z_on,v − z_off,v|
-  std::vector<Drift> layer_drift;     // n_layers + 1 entries (last row of each hidden state) when requested
+  Top2 top_on, top_off;             // top-1/top-2 of each path's logits
+  double max_abs_logit_diff = 0.0;  // max_v |z_on,v − z_off,v|
+  std::vector<Drift> layer_drift;   // n_layers + 1 entries (last row of each hidden state) when requested
 };
 
 struct PairedRun {
@@ -34,7 +34,7 @@ struct PairedRun {
   std::vector<int> prompt;
   std::vector<int> tokens_on, tokens_off;  // chosen tokens (teacher-forced: what each would have chosen)
   std::vector<StepMetrics> steps;
-  std::optional<std::size_t> flip;         // first step whose chosen tokens differ
+  std::optional<std::size_t> flip;  // first step whose chosen tokens differ
   bool diverged() const { return flip.has_value(); }
   double mean_kl() const;
   std::vector<std::vector<float>> logits_on, logits_off;  // per step, when keep_logits
@@ -62,9 +62,9 @@ PairedRun pair_of(Regime regime, std::span<const int> prompt, engine::GenerateRe
 struct Summary {
   std::size_t runs = 0;
   std::size_t diverged = 0;
-  double divergence_rate = 0.0;           // diverged / runs
-  double mean_kl = 0.0;                   // mean over runs and steps of KL(p_on‖p_off)
-  std::vector<std::size_t> flip_indices;  // of the diverged runs, ascending
+  double divergence_rate = 0.0;               // diverged / runs
+  double mean_kl = 0.0;                       // mean over runs and steps of KL(p_on‖p_off)
+  std::vector<std::size_t> flip_indices;      // of the diverged runs, ascending
   double mean_flip = 0.0, median_flip = 0.0;  // 0 when none diverged
 };
 Summary summarize(std::span<const PairedRun> runs);

@@ -12,29 +12,29 @@ namespace kvconf::conformance {
 
 // How inputs are drawn (all values then rounded to the kernel's input format).
 enum class Data : std::uint8_t {
-  normal,            // N(0, 1)
-  same_sign,         // U(0.5, 1.5): no cancellation, the accumulation-error worst case for sums
-  wide_range,        // N(0,1) · 2^U(−8, 8): large dynamic range
-  near_exp_overflow, // attention: logits large (|s| up to ~11 in fp16 terms: exp(s) near fp16 overflow)
-  p_flush,           // attention: a few dominant keys, most probabilities below fp16's smallest subnormal
+  normal,             // N(0, 1)
+  same_sign,          // U(0.5, 1.5): no cancellation, the accumulation-error worst case for sums
+  wide_range,         // N(0,1) · 2^U(−8, 8): large dynamic range
+  near_exp_overflow,  // attention: logits large (|s| up to ~11 in fp16 terms: exp(s) near fp16 overflow)
+  p_flush,            // attention: a few dominant keys, most probabilities below fp16's smallest subnormal
 };
 const char* data_name(Data d);
 
 struct GemmCase {
   kernels::GemmShape shape;
   Data data = Data::normal;
-  bool slow = false;  // heavy: runs only under the `slow` label
+  bool slow = false;       // heavy: runs only under the `slow` label
   std::string id() const;  // "m1_n256_k4096_normal"
 };
 
 struct ProjectionCase {
-  std::size_t prompt = 8;     // tokens in the prompt prefill that filled the cache
-  std::size_t total = 16;     // sequence length at the step checked (cache-OFF GEMM has M = total)
-  std::size_t n = 256;        // output features (e.g. kv_heads · head_dim)
-  std::size_t k = 1024;       // hidden size
+  std::size_t prompt = 8;  // tokens in the prompt prefill that filled the cache
+  std::size_t total = 16;  // sequence length at the step checked (cache-OFF GEMM has M = total)
+  std::size_t n = 256;     // output features (e.g. kv_heads · head_dim)
+  std::size_t k = 1024;    // hidden size
   Data data = Data::normal;
   bool slow = false;
-  std::string id() const;     // "p8_t16_n256_k1024_normal"
+  std::string id() const;  // "p8_t16_n256_k1024_normal"
 };
 
 struct NormCase {
@@ -42,14 +42,14 @@ struct NormCase {
   kernels::NormParams params;
   Data data = Data::normal;
   bool slow = false;
-  std::string id() const;     // "r1_d4096_eps1e-06_llama_normal"
+  std::string id() const;  // "r1_d4096_eps1e-06_llama_normal"
 };
 
 struct AttentionCase {
   kernels::AttentionCall call;  // the full-prefill (cache-OFF) call: n_q query rows ending at n_kv
   Data data = Data::normal;
   bool slow = false;
-  std::string id() const;       // "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_normal"
+  std::string id() const;  // "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_normal"
 };
 
 // The standard tables (fast and slow cases). Head dims 64/128/256, lengths 1…4096, GQA 1/2/4/8, causal and

@@ -16,14 +16,14 @@ namespace kvconf::conformance {
 
 // One rule applied to one kernel on one case.
 struct CheckResult {
-  std::string rule;      // "oracle_bound", "two_sided", "on_off_bound", "on_off_bitwise", "chunked_bound",
-                         // "chunked_bitwise", "unused_slots", "capacity_bitwise", ...
+  std::string rule;  // "oracle_bound", "two_sided", "on_off_bound", "on_off_bitwise", "chunked_bound",
+                     // "chunked_bitwise", "unused_slots", "capacity_bitwise", ...
   bool pass = false;
-  double error = 0.0;    // the measured quantity (max over elements: |computed − oracle|, |on − off|, ...)
-  double bound = 0.0;    // its threshold (from reference/ bounds; 0 for bitwise rules)
-  double headroom = 0.0; // (bound − error) / bound; for bitwise rules 1 when equal, −inf otherwise
+  double error = 0.0;     // the measured quantity (max over elements: |computed − oracle|, |on − off|, ...)
+  double bound = 0.0;     // its threshold (from reference/ bounds; 0 for bitwise rules)
+  double headroom = 0.0;  // (bound − error) / bound; for bitwise rules 1 when equal, −inf otherwise
   std::uint64_t seed = 0;
-  std::string detail;    // worst element, its values, the seed: enough to reproduce
+  std::string detail;  // worst element, its values, the seed: enough to reproduce
 };
 using CheckResults = std::vector<CheckResult>;
 
@@ -44,8 +44,7 @@ CheckResults check_attention_matches_oracle(const kernels::AttentionKernel& k, c
 // (M = 1, decode), inside the full-prefix GEMM (M = n, cache-OFF) and inside the prompt prefill that
 // filled the cache (M = prompt length, when the token is in the prompt) differ by no more than the sum
 // of their bounds; bitwise equal when the kernel claims cache_invariant.
-CheckResults check_projection_cache_on_off(const kernels::GemmKernel& k, const ProjectionCase& c,
-                                           std::uint64_t seed);
+CheckResults check_projection_cache_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);
 
 // Rule 2 for attention: decode (n_q = 1 over the cache) vs the last row of a full prefill; within the sum
 // of bounds, bitwise when cache_invariant.
@@ -62,18 +61,17 @@ CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, con
                                           std::uint64_t seed);
 // Cache-invariant kernels: the output does not change with the cache's allocated capacity (capacity_bitwise).
 // Other kernels: outputs at different capacities differ by no more than the sum of their bounds (capacity_bound).
-CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c,
-                                      std::uint64_t seed);
+CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 
 // Measured cache-ON vs cache-OFF difference, no bound (the table in docs/KERNELS.md): the same runs as
 // check_projection_cache_on_off (all T rows) and check_attention_cache_on_off (the decode row).
 struct OnOffDiff {
   std::size_t elements = 0;
-  std::size_t differing = 0;   // elements whose bits differ
-  double max_ulp = 0.0;        // max |on − off| / ulp(max(|on|, |off|)), ulps of the output format at the larger
-  double max_abs = 0.0;        // max |on − off|
-  double max_rel = 0.0;        // normwise: max |on − off| / max |off| (elementwise ratios blow up near zero)
-  std::string paths;           // the kernel paths each side took
+  std::size_t differing = 0;  // elements whose bits differ
+  double max_ulp = 0.0;       // max |on − off| / ulp(max(|on|, |off|)), ulps of the output format at the larger
+  double max_abs = 0.0;       // max |on − off|
+  double max_rel = 0.0;       // normwise: max |on − off| / max |off| (elementwise ratios blow up near zero)
+  std::string paths;          // the kernel paths each side took
 };
 OnOffDiff measure_projection_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);
 OnOffDiff measure_attention_on_off(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);

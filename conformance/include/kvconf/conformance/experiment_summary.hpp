@@ -12,8 +12,8 @@ namespace kvconf::conformance {
 
 struct ExperimentSeries {
   std::string name;
-  std::string style = "line";   // "line", "points" or "bars"
-  std::vector<double> x, y;     // same length; non-finite y are skipped when drawn
+  std::string style = "line";  // "line", "points" or "bars"
+  std::vector<double> x, y;    // same length; non-finite y are skipped when drawn
 };
 
 struct ExperimentPlot {
@@ -30,12 +30,12 @@ struct ExperimentVerdict {
 };
 
 struct ExperimentSummary {
-  std::string name;       // "kv_patching"
-  std::string title;      // "Direct KV-cache patching"
-  std::string question;   // what it answers, one sentence
-  std::vector<std::string> findings;              // one sentence each, with numbers
-  std::vector<std::string> columns;               // the table: header ...
-  std::vector<std::vector<std::string>> rows;     // ... and rows (cells already formatted)
+  std::string name;                            // "kv_patching"
+  std::string title;                           // "Direct KV-cache patching"
+  std::string question;                        // what it answers, one sentence
+  std::vector<std::string> findings;           // one sentence each, with numbers
+  std::vector<std::string> columns;            // the table: header ...
+  std::vector<std::vector<std::string>> rows;  // ... and rows (cells already formatted)
   std::vector<ExperimentPlot> plots;
   std::vector<ExperimentVerdict> verdicts;
   std::size_t records = 0;

@@ -102,9 +102,9 @@ engine::ProfileKernels reordered_fp32_kernels(const kernels::Registry& cpu);
 
 // The fp32 noise floor of a free-running fp32 pair's mean KL: with Δ_s = z_on,s − z_off,s and Hoeffding's lemma,
 // KL(p_on‖p_off) <= (max Δ − min Δ)²/8 <= ‖Δ_s‖∞²/2; an fp32 cache-ON/OFF difference is a reordering of the same
-// fp32 arithmetic, so ‖Δ_s‖∞ <= 4·S32_s (the 4·S of FlipsAreNearTies). Floor = mean over steps of (4·S32_s)²/2 = 8·S32_s²
-// with S32_s measured on the pair's cache-OFF sequence (`logits_off`, `tokens_off`: run kept its logits) against
-// `reordered` (a context of reordered_fp32_kernels over the same fp32 model).
+// fp32 arithmetic, so ‖Δ_s‖∞ <= 4·S32_s (the 4·S of FlipsAreNearTies). Floor = mean over steps of (4·S32_s)²/2 =
+// 8·S32_s² with S32_s measured on the pair's cache-OFF sequence (`logits_off`, `tokens_off`: run kept its logits)
+// against `reordered` (a context of reordered_fp32_kernels over the same fp32 model).
 double fp32_kl_floor(const analysis::PairedRun& run, engine::Context& reordered);
 
 // InvariantConformance: every step's logits bitwise equal between the paths (free-running), and chunked prefill
@@ -119,13 +119,13 @@ CheckResults check_invariant_model(engine::Context& ctx, const std::vector<int>&
 CheckResults check_cache_growth(const engine::Model& m, const engine::ProfileKernels& k, const std::vector<int>& prompt,
                                 std::size_t steps, std::uint64_t seed);
 
-// CacheStoreConformance.StoreIsExact: greedy decode of `steps` tokens; every K/V element each step wrote into the cache,
-// in every layer, is bit for bit the K (after RoPE) or V the forward computed for that row (cache_store_exact). A store
-// with a rounding of its own (toward zero, say: half an ulp of bias per element on average, far inside any
+// CacheStoreConformance.StoreIsExact: greedy decode of `steps` tokens; every K/V element each step wrote into the
+// cache, in every layer, is bit for bit the K (after RoPE) or V the forward computed for that row (cache_store_exact).
+// A store with a rounding of its own (toward zero, say: half an ulp of bias per element on average, far inside any
 // per-element bound and invisible to a single comparison of outputs) fails it. Also measured (counts, not gated): the
 // layer-0 decode rows against the cache-OFF recompute's, where both paths project the same inputs.
 struct CacheStoreCounts {
-  std::size_t stored = 0, altered = 0, stored_smaller_magnitude = 0;     // the store vs what was computed
+  std::size_t stored = 0, altered = 0, stored_smaller_magnitude = 0;                  // the store vs what was computed
   std::size_t compared = 0, differing = 0, on_greater = 0, on_smaller_magnitude = 0;  // layer 0, ON vs OFF
 };
 CheckResults check_cache_store(engine::Context& ctx, const std::vector<int>& prompt, std::size_t steps,

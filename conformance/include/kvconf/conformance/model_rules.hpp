@@ -12,13 +12,13 @@
 
 namespace kvconf::conformance {
 
-struct RuleVerdict {     // one JUnit test case of a report
-  std::string suite;     // e.g. "model.fixture:llama2-tiny.fp16-eager" or "kernels.cpu.attn.a1_flash2.f16"
-  std::string name;      // rule name, e.g. "FlipsAreNearTies", "Fp32TokensIdentical", "oracle_bound/<case_id>"
+struct RuleVerdict {  // one JUnit test case of a report
+  std::string suite;  // e.g. "model.fixture:llama2-tiny.fp16-eager" or "kernels.cpu.attn.a1_flash2.f16"
+  std::string name;   // rule name, e.g. "FlipsAreNearTies", "Fp32TokensIdentical", "oracle_bound/<case_id>"
   bool pass = false;
   double measured = 0, threshold = 0, headroom = 0;
   std::string detail;
-  std::string skipped;   // non-empty: the rule was not applied (why); pass is true and measured/threshold are 0
+  std::string skipped;  // non-empty: the rule was not applied (why); pass is true and measured/threshold are 0
 };
 
 // (threshold − measured) / threshold; a zero threshold: 1 when measured is 0, −inf otherwise.

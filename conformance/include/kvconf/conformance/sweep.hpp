@@ -16,15 +16,15 @@
 namespace kvconf::conformance {
 
 struct SweepOptions {
-  std::string filter;                  // keep items whose "kernel|case_id" contains this text (empty: all)
-  bool quick = false;                  // the standard shapes of kvconf run only (seconds); else also the full tables
-  std::optional<std::uint64_t> seed;   // every rule of every item uses this seed; default seed_for(rule, case_id)
-                                       // (which KVCONF_SEED overrides)
+  std::string filter;                 // keep items whose "kernel|case_id" contains this text (empty: all)
+  bool quick = false;                 // the standard shapes of kvconf run only (seconds); else also the full tables
+  std::optional<std::uint64_t> seed;  // every rule of every item uses this seed; default seed_for(rule, case_id)
+                                      // (which KVCONF_SEED overrides)
 };
 
 // One kernel on one case. Exactly one of the case members is set, the one matching `kind`.
 struct SweepItem {
-  std::string kernel, kind, case_id;   // kind: "gemm" | "projection" | "norm" | "attention"
+  std::string kernel, kind, case_id;  // kind: "gemm" | "projection" | "norm" | "attention"
   std::optional<GemmCase> gemm;
   std::optional<ProjectionCase> projection;
   std::optional<NormCase> norm;

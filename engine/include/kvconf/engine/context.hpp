@@ -19,29 +19,29 @@ namespace kvconf::engine {
 
 // Per layer K and V rows (post-RoPE K), in the storage format.
 struct KvCache {
-  std::size_t capacity = 0;  // rows allocated per layer
-  std::size_t n = 0;         // rows filled
-  std::size_t kv_dim = 0;    // n_kv_heads · head_dim
+  std::size_t capacity = 0;              // rows allocated per layer
+  std::size_t n = 0;                     // rows filled
+  std::size_t kv_dim = 0;                // n_kv_heads · head_dim
   std::vector<std::vector<float>> k, v;  // n_layers × (capacity, n_kv_heads, head_dim)
 };
 
 // One layer's intermediates for the rows of one call (n rows), as the forward computed them.
 struct LayerTrace {
-  std::vector<float> x_in;         // (n, hidden) residual stream entering the layer
-  std::vector<float> attn_in;      // (n, hidden) input_layernorm(x_in)
-  std::vector<float> q, k, v;      // (n, n_heads·d), (n, kv_dim), (n, kv_dim) projections
+  std::vector<float> x_in;            // (n, hidden) residual stream entering the layer
+  std::vector<float> attn_in;         // (n, hidden) input_layernorm(x_in)
+  std::vector<float> q, k, v;         // (n, n_heads·d), (n, kv_dim), (n, kv_dim) projections
   std::vector<float> q_rope, k_rope;  // the same after RoPE
-  std::vector<float> attn;         // (n, n_heads·d) attention output
-  std::vector<float> o;            // (n, hidden) o_proj(attn)
-  std::vector<float> o_normed;     // (n, hidden) Gemma-2: post_attention_layernorm(o); empty otherwise
-  std::vector<float> h_mid;        // (n, hidden) x_in + o (Gemma-2: + o_normed)
-  std::vector<float> mlp_in;       // (n, hidden) post_attention_layernorm / pre_feedforward_layernorm(h_mid)
-  std::vector<float> gate, up;     // (n, intermediate)
-  std::vector<float> act;          // (n, intermediate) silu(gate) or gelu_tanh(gate)
-  std::vector<float> prod;         // (n, intermediate) act · up
-  std::vector<float> down;         // (n, hidden) down_proj(prod)
-  std::vector<float> down_normed;  // (n, hidden) Gemma-2: post_feedforward_layernorm(down); empty otherwise
-  std::vector<float> x_out;        // (n, hidden) h_mid + down (Gemma-2: + down_normed)
+  std::vector<float> attn;            // (n, n_heads·d) attention output
+  std::vector<float> o;               // (n, hidden) o_proj(attn)
+  std::vector<float> o_normed;        // (n, hidden) Gemma-2: post_attention_layernorm(o); empty otherwise
+  std::vector<float> h_mid;           // (n, hidden) x_in + o (Gemma-2: + o_normed)
+  std::vector<float> mlp_in;          // (n, hidden) post_attention_layernorm / pre_feedforward_layernorm(h_mid)
+  std::vector<float> gate, up;        // (n, intermediate)
+  std::vector<float> act;             // (n, intermediate) silu(gate) or gelu_tanh(gate)
+  std::vector<float> prod;            // (n, intermediate) act · up
+  std::vector<float> down;            // (n, hidden) down_proj(prod)
+  std::vector<float> down_normed;     // (n, hidden) Gemma-2: post_feedforward_layernorm(down); empty otherwise
+  std::vector<float> x_out;           // (n, hidden) h_mid + down (Gemma-2: + down_normed)
 };
 
 struct Trace {
@@ -80,23 +80,23 @@ struct ForwardOptions {
 // Planted engine bugs for the mutant tests (tests/engine): kvconf never sets them itself.
 enum class Fault : std::uint8_t {
   none,
-  rope_decode_off_by_one,  // decode rotates q and k at position pos + 1
-  shifted_cache_row,       // decode writes the new K/V row at pos − 1 (the old row is lost, row pos stays empty)
-  window_recompute_only,   // the cached path (prefill + decode) ignores the sliding window
-  softcap_missing_decode,  // decode attention without the logit softcap
-  gqa_modulo_decode,       // decode maps q head h to kv head h mod n_kv (instead of h / group)
-  cache_store_toward_zero, // decode stores K/V with the last bit of each value cleared: a biased store, at most one
-                           // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
+  rope_decode_off_by_one,   // decode rotates q and k at position pos + 1
+  shifted_cache_row,        // decode writes the new K/V row at pos − 1 (the old row is lost, row pos stays empty)
+  window_recompute_only,    // the cached path (prefill + decode) ignores the sliding window
+  softcap_missing_decode,   // decode attention without the logit softcap
+  gqa_modulo_decode,        // decode maps q head h to kv head h mod n_kv (instead of h / group)
+  cache_store_toward_zero,  // decode stores K/V with the last bit of each value cleared: a biased store, at most one
+                            // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
   final_softcap_missing_decode,  // decode returns logits without Gemma-2's final logit softcap (a fused decode LM
                                  // head that forgot it): after the last layer, so only a rule that shares every
                                  // layer's result sees it alone (residual_patching's, docs/EXPERIMENTS.md)
   // Architecture faults: both paths alike, so no cache-ON vs cache-OFF rule can see them; a comparison with another
   // implementation of the architecture does (the transformers cross-check, tests/adapters), given a fixture where the
   // detail matters (the *-obs-tiny fixtures, docs/MODELS.md "Fixtures that can catch what they claim to").
-  attn_scale_head_dim,     // attention scale 1/sqrt(head_dim), ignoring Gemma-2's query_pre_attn_scalar
-  window_ignored,          // no sliding window on any path
-  rms_eps_ignored,         // RMSNorm without its epsilon
-  embed_scale_unrounded,   // Gemma-2's embedding scale sqrt(hidden) rounded to fp32, not to the model dtype
+  attn_scale_head_dim,    // attention scale 1/sqrt(head_dim), ignoring Gemma-2's query_pre_attn_scalar
+  window_ignored,         // no sliding window on any path
+  rms_eps_ignored,        // RMSNorm without its epsilon
+  embed_scale_unrounded,  // Gemma-2's embedding scale sqrt(hidden) rounded to fp32, not to the model dtype
 };
 const char* fault_name(Fault f);
 std::vector<Fault> all_faults();           // every cache-path fault (the rules of cache-ON vs cache-OFF catch them)
@@ -109,7 +109,8 @@ struct ContextOptions {
   // The high-precision cache remedy (kvconf model --experiment mitigations): when set, the K and V projections run on
   // this fp32 GEMM kernel (fp32 accumulation and output, on the same stored inputs and weights), RoPE runs in fp32, and
   // the cache holds those fp32 values, which attention reads as they are; everything else stays in the storage format.
-  // Both paths alike. CPU profiles only (a GPU profile throws std::invalid_argument); the kernel must outlive the context.
+  // Both paths alike. CPU profiles only (a GPU profile throws std::invalid_argument); the kernel must outlive the
+  // context.
   const kernels::GemmKernel* kv_fp32_gemm = nullptr;
   // Planted for the threshold tests (conformance/suites/planted_bounds_test.cpp): called on every decode call's
   // logits (vocab) before they are returned; kvconf never sets it.
@@ -138,7 +139,7 @@ class Context {
 
   const Trace& trace() const { return trace_; }  // of the last call
   std::size_t n_cached() const { return cache_.n; }
-  const KvCache& cache() const { return cache_; }                     // snapshot by copying
+  const KvCache& cache() const { return cache_; }  // snapshot by copying
   const KvCache& last_recompute_cache() const { return recompute_cache_; }
   // KV-cache patching: rows [row_begin, row_end) of `layer` (all layers when layer == npos) copied from `src`.
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);

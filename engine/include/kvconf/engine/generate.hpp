@@ -29,8 +29,8 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
-  std::vector<int> tokens;                  // generated tokens (prompt excluded)
-  std::vector<std::vector<float>> logits;   // per step, when keep_logits
+  std::vector<int> tokens;                 // generated tokens (prompt excluded)
+  std::vector<std::vector<float>> logits;  // per step, when keep_logits
 };
 
 // Free-running: each step feeds back this path's own token. ctx is reset first.

@@ -21,11 +21,11 @@ struct LayerWeights {
   std::vector<float> wv;              // (n_kv·d, hidden)     v_proj
   std::vector<float> wo;              // (hidden, n_heads·d)  o_proj
   std::vector<float> post_attn_norm;  // (hidden)  Gemma-2 only: post_attention_layernorm (on the attention output)
-  std::vector<float> mlp_norm;        // (hidden)  Llama/Mistral: post_attention_layernorm; Gemma-2: pre_feedforward_layernorm
-  std::vector<float> post_mlp_norm;   // (hidden)  Gemma-2 only: post_feedforward_layernorm
-  std::vector<float> w_gate;          // (intermediate, hidden)  gate_proj (llama2.c w1)
-  std::vector<float> w_up;            // (intermediate, hidden)  up_proj   (llama2.c w3)
-  std::vector<float> w_down;          // (hidden, intermediate)  down_proj (llama2.c w2)
+  std::vector<float> mlp_norm;  // (hidden)  Llama/Mistral: post_attention_layernorm; Gemma-2: pre_feedforward_layernorm
+  std::vector<float> post_mlp_norm;  // (hidden)  Gemma-2 only: post_feedforward_layernorm
+  std::vector<float> w_gate;         // (intermediate, hidden)  gate_proj (llama2.c w1)
+  std::vector<float> w_up;           // (intermediate, hidden)  up_proj   (llama2.c w3)
+  std::vector<float> w_down;         // (hidden, intermediate)  down_proj (llama2.c w2)
 };
 
 struct Model {

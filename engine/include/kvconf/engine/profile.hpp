@@ -17,12 +17,12 @@
 namespace kvconf::engine {
 
 struct Profile {
-  std::string name;          // "fp32", "fp16-eager", "fp16-flash2", "fp16-invariant", "bf16-eager"
+  std::string name;  // "fp32", "fp16-eager", "fp16-flash2", "fp16-invariant", "bf16-eager"
   Format storage = Format::fp32;
-  std::string gemm;          // every projection and the LM head
-  std::string attn_prefill;  // calls with q_len > 1
-  std::string attn_decode;   // calls with q_len == 1
-  std::string norm;          // every RMSNorm
+  std::string gemm;              // every projection and the LM head
+  std::string attn_prefill;      // calls with q_len > 1
+  std::string attn_decode;       // calls with q_len == 1
+  std::string norm;              // every RMSNorm
   bool cache_invariant = false;  // claims cache-ON == cache-OFF bitwise (InvariantConformance holds it to that)
   bool requires_gpu = false;     // runs CUDA/cuBLAS kernels: needs a CUDA device (kernels::gpu_unavailable())
   std::string description;

@@ -18,7 +18,7 @@ struct Sampler {
   std::size_t top_k = 50;
   double top_p = 0.9;
   double temperature = 1.0;
-  std::uint64_t seed = 0;  // the draws of a run
+  std::uint64_t seed = 0;    // the draws of a run
   std::string name() const;  // "greedy", "topk50_t1", "topp0.9_t1"
 };
 

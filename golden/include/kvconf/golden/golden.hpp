@@ -18,25 +18,25 @@ namespace kvconf::golden {
 
 inline constexpr const char* kSchema = "kvconf.golden/1";
 inline constexpr const char* kUpdateCommand = "kvconf golden update";
-inline constexpr const char* kKernelFile = "kernels.json";            // the quick sweep's error statistics
-std::string token_file_name(const std::string& profile);              // "tokens-<profile>.json"
+inline constexpr const char* kKernelFile = "kernels.json";  // the quick sweep's error statistics
+std::string token_file_name(const std::string& profile);    // "tokens-<profile>.json"
 
 struct Provenance {
   std::string schema = kSchema;
   std::string kvconf_version;
-  std::string profile;      // the numerics profile of a token file; "kernel-sweep-quick" for the kernel file
-  std::uint64_t seed = 0;   // token files: the sample seed of the draws; kernel file: the KVCONF_SEED override, or 0
-                            // when each rule's seed derives from its case id (recorded per rule)
-  std::string date;         // UTC, ISO 8601
-  std::string command;      // the command that wrote the file
+  std::string profile;     // the numerics profile of a token file; "kernel-sweep-quick" for the kernel file
+  std::uint64_t seed = 0;  // token files: the sample seed of the draws; kernel file: the KVCONF_SEED override, or 0
+                           // when each rule's seed derives from its case id (recorded per rule)
+  std::string date;        // UTC, ISO 8601
+  std::string command;     // the command that wrote the file
 };
 
 // How far an error statistic may move. Deterministic CPU kernels reproduce bit for bit, so the CPU band only absorbs
 // printing/parsing round-off (1e-12 relative); a GPU baseline (golden/<device>/) carries a wider band of its own,
 // since GPU exp/division are not bit-specified (docs/GOLDEN.md). Pass/fail of a rule is compared always.
 struct Band {
-  double error_rel = 1e-12;  // |new − old| <= error_rel · max(|old|, |new|), for error, bound and ON/OFF max ulp
-  bool deterministic = true; // token sequences and the count of ON/OFF differing elements compared exactly
+  double error_rel = 1e-12;   // |new − old| <= error_rel · max(|old|, |new|), for error, bound and ON/OFF max ulp
+  bool deterministic = true;  // token sequences and the count of ON/OFF differing elements compared exactly
 };
 
 // One run pair's tokens: both paths, both regimes.
@@ -98,7 +98,7 @@ struct BadGoldenFile : std::runtime_error {
 nlohmann::json to_json(const Baseline& b);
 // `file` only names the source in error messages.
 Baseline baseline_from_json(const nlohmann::json& j, const std::string& file);
-Baseline read_baseline(const std::filesystem::path& file);         // BadGoldenFile
+Baseline read_baseline(const std::filesystem::path& file);                  // BadGoldenFile
 void write_baseline(const std::filesystem::path& file, const Baseline& b);  // atomic; std::runtime_error on failure
 
 std::string utc_now_iso8601();

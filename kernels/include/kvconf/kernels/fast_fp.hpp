@@ -47,9 +47,12 @@ inline float to_float_odd(double d) {
 // float → value of f (fp32: unchanged). f must be fp16, bf16 or fp32.
 inline float round_float(Format f, float x) {
   switch (f) {
-    case Format::fp16: return round_fp16(x);
-    case Format::bf16: return round_bf16(x);
-    default: return x;
+    case Format::fp16:
+      return round_fp16(x);
+    case Format::bf16:
+      return round_bf16(x);
+    default:
+      return x;
   }
 }
 
@@ -126,8 +129,8 @@ inline __m256 fma_fp16_x8(__m256 a, __m256 b, __m256 c) {
   const __m256i nz = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_OQ));
   // s − 1 ulp (toward zero) where the residual points toward zero (signs differ), then the sticky bit.
   const __m256i differ = _mm256_srai_epi32(_mm256_xor_si256(sb, _mm256_castps_si256(e)), 31);
-  const __m256i odd = _mm256_or_si256(_mm256_add_epi32(sb, _mm256_and_si256(differ, nz)),
-                                      _mm256_and_si256(nz, _mm256_set1_epi32(1)));
+  const __m256i odd =
+      _mm256_or_si256(_mm256_add_epi32(sb, _mm256_and_si256(differ, nz)), _mm256_and_si256(nz, _mm256_set1_epi32(1)));
   return round_fp16_x8(_mm256_castsi256_ps(odd));
 }
 #endif

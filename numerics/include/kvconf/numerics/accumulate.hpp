@@ -112,11 +112,11 @@ struct TensorCore {
 enum class ThreadTree : std::uint8_t { warp_first, block_first };
 
 struct ThreadStrided {
-  std::size_t threads = 32;        // T
-  std::size_t vec = 1;             // terms per group (half2: 2, float4 loads: 4)
-  bool split_lanes = false;        // lane l of each group to its own accumulator (half2 lanes, float4 lanes)
-  std::size_t interleave = 1;      // accumulator slots per thread, successive visits round-robin (PyTorch vt0)
-  std::optional<Format> combine;   // format of the per-thread combine and of the trees (default: acc)
+  std::size_t threads = 32;       // T
+  std::size_t vec = 1;            // terms per group (half2: 2, float4 loads: 4)
+  bool split_lanes = false;       // lane l of each group to its own accumulator (half2 lanes, float4 lanes)
+  std::size_t interleave = 1;     // accumulator slots per thread, successive visits round-robin (PyTorch vt0)
+  std::optional<Format> combine;  // format of the per-thread combine and of the trees (default: acc)
   ThreadTree tree = ThreadTree::warp_first;
 };
 

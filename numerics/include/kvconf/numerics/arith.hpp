@@ -20,10 +20,10 @@ double fma(Format f, double a, double b, double c, RoundOptions o = {});
 
 // Exact (double result, residual sign) forms used by the ops above. Each is exact for operands
 // with at most 26 significant bits (every format but fp64) and no overflow in double.
-Tailed exact_sum(double a, double b);             // TwoSum (Knuth)
-Tailed exact_product(double a, double b);         // a·b with its FMA residual
-Tailed exact_quotient(double a, double b);        // a/b with the sign of a − q·b
-Tailed exact_sqrt(double a);                      // sqrt(a) with the sign of a − s²
-Tailed exact_fma(double a, double b, double c);   // a·b exact (else std::invalid_argument), then TwoSum with c
+Tailed exact_sum(double a, double b);            // TwoSum (Knuth)
+Tailed exact_product(double a, double b);        // a·b with its FMA residual
+Tailed exact_quotient(double a, double b);       // a/b with the sign of a − q·b
+Tailed exact_sqrt(double a);                     // sqrt(a) with the sign of a − s²
+Tailed exact_fma(double a, double b, double c);  // a·b exact (else std::invalid_argument), then TwoSum with c
 
 }  // namespace kvconf

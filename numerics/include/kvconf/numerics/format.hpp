@@ -19,18 +19,18 @@ enum class NanEncoding : std::uint8_t {
 };
 
 struct FormatInfo {
-  std::string_view name;   // "fp16", "bf16", "fp8_e4m3", ...
-  int bits;                // storage width
+  std::string_view name;  // "fp16", "bf16", "fp8_e4m3", ...
+  int bits;               // storage width
   int exp_bits;
-  int man_bits;            // stored fraction bits
+  int man_bits;  // stored fraction bits
   int bias;
-  int p;                   // precision in bits, hidden bit included (man_bits + 1)
-  int emin;                // exponent of the smallest normal number: 2^emin
-  int emax;                // exponent of the largest finite binade
-  double max_finite;       // largest finite value
-  double min_normal;       // 2^emin
-  double min_subnormal;    // 2^(emin - man_bits)
-  double unit_roundoff;    // u = 2^-p (round to nearest)
+  int p;                 // precision in bits, hidden bit included (man_bits + 1)
+  int emin;              // exponent of the smallest normal number: 2^emin
+  int emax;              // exponent of the largest finite binade
+  double max_finite;     // largest finite value
+  double min_normal;     // 2^emin
+  double min_subnormal;  // 2^(emin - man_bits)
+  double unit_roundoff;  // u = 2^-p (round to nearest)
   NanEncoding nan;
   bool has_inf() const { return nan == NanEncoding::ieee; }
 };

@@ -21,15 +21,16 @@ std::vector<std::string> experiment_names();
 // "all" or a comma-separated list of names; BadInput naming an unknown name and listing the known ones.
 std::vector<std::string> parse_experiments(const std::string& text);
 
-struct ExperimentPlants {  // planted faults for the rules' tests (tests/protocol/experiments_test.cpp); never set by kvconf
+struct ExperimentPlants {  // planted faults for the rules' tests (tests/protocol/experiments_test.cpp); never set by
+                           // kvconf
   engine::Fault fault = engine::Fault::none;  // the engine fault of every context under test
   double injection_scale = 1.0;               // kv_injection: every noise amplitude times this
   bool quantize_truncate = false;             // kv_injection: quantizers truncate instead of rounding to nearest
 };
 
 struct ExperimentsResult {
-  std::vector<nlohmann::json> records;                      // this shard's records (resumed + new), plan order
-  std::vector<conformance::ExperimentSummary> summaries;    // one per experiment run
+  std::vector<nlohmann::json> records;                    // this shard's records (resumed + new), plan order
+  std::vector<conformance::ExperimentSummary> summaries;  // one per experiment run
   std::size_t ran = 0, resumed = 0;
 };
 

@@ -15,8 +15,8 @@ namespace kvconf::protocol {
 struct Gsm8kProblem {
   std::size_t index = 0;  // 0-based line of test.jsonl
   std::string question;
-  std::string answer;     // the worked solution, ending "#### N"
-  std::string gold;       // N, normalised (normalize_number)
+  std::string answer;  // the worked solution, ending "#### N"
+  std::string gold;    // N, normalised (normalize_number)
 };
 
 // Reads every line of a GSM8K jsonl file ({"question": "...", "answer": "... #### N"} per line). Throws BadInput naming

@@ -17,36 +17,36 @@
 namespace kvconf::protocol {
 
 struct ProtocolOptions {
-  std::string model;                       // "fixture:NAME" (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K) or a
-                                           // path: checkpoint folder, config.json, llama2.c .bin
+  std::string model;  // "fixture:NAME" (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K) or a
+                      // path: checkpoint folder, config.json, llama2.c .bin
   std::vector<std::string> profiles = {"fp16-eager"};
   std::vector<std::string> strategies = {"greedy", "topk", "topp"};
-  std::string prompts;                     // "gsm8k:FILE" (GSM8K jsonl), "ids:FILE" (a prompt-set file of token ids),
-                                           // or empty: the model's default (fixture prompt set; GSM8K from shared)
-  std::filesystem::path tokenizer;         // SentencePiece model for gsm8k prompts (empty: shared LLaMA-2 tokenizer)
-  std::size_t n = 700;                     // problems sampled without replacement ...
-  std::uint64_t sample_seed = 42;          // ... with this seed
+  std::string prompts;              // "gsm8k:FILE" (GSM8K jsonl), "ids:FILE" (a prompt-set file of token ids),
+                                    // or empty: the model's default (fixture prompt set; GSM8K from shared)
+  std::filesystem::path tokenizer;  // SentencePiece model for gsm8k prompts (empty: shared LLaMA-2 tokenizer)
+  std::size_t n = 700;              // problems sampled without replacement ...
+  std::uint64_t sample_seed = 42;   // ... with this seed
   std::vector<std::uint64_t> seeds = {0, 1, 2, 3, 4};  // sample seeds: the per-step draws of both paths
   std::size_t max_new_tokens = 128;
   std::size_t top_k = 50;
   double top_p = 0.9, temperature = 1.0;
-  bool layer_drift = true;                 // record per-layer drift (teacher-forced, mean over steps)
-  std::filesystem::path out;               // results: out/pairs.jsonl (+ out/manifest.json)
+  bool layer_drift = true;    // record per-layer drift (teacher-forced, mean over steps)
+  std::filesystem::path out;  // results: out/pairs.jsonl (+ out/manifest.json)
   bool resume = false;
   Shard shard;
-  std::filesystem::path fixtures_dir;      // build/fixtures (fixture models and prompt sets)
-  std::filesystem::path shared_dir;        // ../shared (GSM8K, stories260K, tokenizer)
-  std::size_t shots = 2;                   // GSM8K few-shot exemplars before each question (docs/PROTOCOL.md)
-  bool clamp_n = false;                    // n larger than the prompts available takes them all (the CLI's default
-                                           // when --n is not given); otherwise that is BadInput
-  bool reuse_free_as_teacher = true;       // a pair without a flip fed both paths the same tokens, so its free run IS
-                                           // the teacher-forced run: not run again (tests turn this off to check it)
+  std::filesystem::path fixtures_dir;  // build/fixtures (fixture models and prompt sets)
+  std::filesystem::path shared_dir;    // ../shared (GSM8K, stories260K, tokenizer)
+  std::size_t shots = 2;               // GSM8K few-shot exemplars before each question (docs/PROTOCOL.md)
+  bool clamp_n = false;                // n larger than the prompts available takes them all (the CLI's default
+                                       // when --n is not given); otherwise that is BadInput
+  bool reuse_free_as_teacher = true;   // a pair without a flip fed both paths the same tokens, so its free run IS
+                                       // the teacher-forced run: not run again (tests turn this off to check it)
 };
 
 struct Progress {
-  std::size_t done = 0, total = 0;         // pairs of this shard, including resumed ones
-  std::size_t resumed = 0;                 // finished before this invocation (not redone)
-  double elapsed_s = 0.0;                  // of this invocation
+  std::size_t done = 0, total = 0;  // pairs of this shard, including resumed ones
+  std::size_t resumed = 0;          // finished before this invocation (not redone)
+  double elapsed_s = 0.0;           // of this invocation
   const conformance::RunPairRecord* last = nullptr;
 };
 using ProgressFn = std::function<void(const Progress&)>;

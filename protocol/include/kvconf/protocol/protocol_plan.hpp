@@ -13,7 +13,7 @@
 namespace kvconf::protocol {
 
 struct WorkItem {
-  std::size_t index = 0;   // position in the whole (unsharded) plan
+  std::size_t index = 0;  // position in the whole (unsharded) plan
   std::string profile, strategy;
   std::uint64_t seed = 0;  // the sample seed (the paper's 0-4)
   std::size_t prompt = 0;  // index into the sampled prompts

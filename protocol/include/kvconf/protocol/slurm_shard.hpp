@@ -18,10 +18,10 @@ struct ShardChoice {
 };
 
 // --shard (`flag_given`, `flag` "I/N") wins. Otherwise, when SLURM_ARRAY_TASK_ID or SLURM_ARRAY_TASK_COUNT is set, the
-// shard is I/N with N = SLURM_ARRAY_TASK_COUNT and I = (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP
-// (MIN 0 and STEP 1 when unset), so `--array=1-8` and `--array=0-14:2` number their tasks 0..N-1 too. Throws BadInput
-// naming the variable, its value and the expected form when one is set without the other, is not a decimal integer,
-// or the task does not fall on 0 <= I < N.
+// shard is I/N with N = SLURM_ARRAY_TASK_COUNT and I = (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) /
+// SLURM_ARRAY_TASK_STEP (MIN 0 and STEP 1 when unset), so `--array=1-8` and `--array=0-14:2` number their tasks 0..N-1
+// too. Throws BadInput naming the variable, its value and the expected form when one is set without the other, is not a
+// decimal integer, or the task does not fall on 0 <= I < N.
 ShardChoice choose_shard(const std::string& flag, bool flag_given, const EnvLookup& env);
 
 }  // namespace kvconf::protocol

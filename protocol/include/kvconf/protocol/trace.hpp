@@ -15,24 +15,24 @@ inline constexpr const char* kTraceFormat = "kvconf.trace/1";
 
 struct Trace {
   std::filesystem::path file;
-  std::string engine, engine_version, attention;     // "transformers", "5.23.0", "sdpa"
+  std::string engine, engine_version, attention;  // "transformers", "5.23.0", "sdpa"
   std::string model_name, model_path;
   std::size_t vocab = 0;
-  std::string dtype;                                  // "float32" | "float16" | "bfloat16"
+  std::string dtype;  // "float32" | "float16" | "bfloat16"
   bool cache_on = false;
-  std::string strategy = "greedy";                   // "greedy" | "topk" | "topp"
+  std::string strategy = "greedy";  // "greedy" | "topk" | "topp"
   std::size_t top_k = 50;
   double top_p = 0.9, temperature = 1.0;
   std::uint64_t seed = 0;
   std::string prompt_id;
   std::vector<int> prompt_ids, generated_ids;
-  std::vector<double> draws;                          // empty when the trace has none
-  std::string logits_dtype;                           // "F32" | "F16" | "BF16"
-  std::vector<std::vector<float>> logits;             // (T, V), widened exactly
-  std::size_t n_layers = 0, hidden_size = 0;          // model.n_layers / model.hidden_size (0 when absent)
+  std::vector<double> draws;                            // empty when the trace has none
+  std::string logits_dtype;                             // "F32" | "F16" | "BF16"
+  std::vector<std::vector<float>> logits;               // (T, V), widened exactly
+  std::size_t n_layers = 0, hidden_size = 0;            // model.n_layers / model.hidden_size (0 when absent)
   std::vector<std::vector<std::vector<float>>> hidden;  // (T, L + 1, H) when the trace has hidden_states, else empty
-  std::size_t kv_rows = 0, kv_dim = 0;                 // N and D_kv of k_rows / v_rows (L, N, D_kv); 0 when absent
-  std::vector<float> k_rows, v_rows;                   // (L, N, D_kv) flattened, cache_on traces only
+  std::size_t kv_rows = 0, kv_dim = 0;                  // N and D_kv of k_rows / v_rows (L, N, D_kv); 0 when absent
+  std::vector<float> k_rows, v_rows;                    // (L, N, D_kv) flattened, cache_on traces only
 
   // "<fp32|fp16|bf16>-<engine>-<attention>": the profile name the reports group this engine configuration under.
   std::string profile() const;

@@ -31,7 +31,8 @@ struct TraceCheckResult {
 
 // One pair's record. `fp32` (may be null): the model in fp32 storage for the replay; its vocabulary must be the
 // traces'. The record's rules: prefill_logits_bitwise, then flip_rules (conformance/model_cases.hpp).
-conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff = nullptr);
+conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32,
+                                            double* replay_diff = nullptr);
 
 // Checks every pair (BadInput for a model that does not fit the traces, an --out that cannot be written, a resume
 // that does not match), appending records to OUT/pairs.jsonl; pairs already there with --resume are not redone.

@@ -75,14 +75,12 @@ ThreadStridedRoundings thread_strided_roundings(const AccumSpec& spec, const Thr
 //    (truncation to 2^(E−23−neab), RZ or RNE per block, c in the alignment, chained).
 // max_abs_operand (max_i max(|x_i|, |y_i|)) only enters the tensor-core bound, through subnormal inputs
 // (whose alignment exponent is clamped at emin); kUnknown means the input format's largest finite value.
-ErrorTerms dot_error_terms(const AccumSpec& spec, const Order& order, std::size_t n,
-                           double max_abs_operand = kUnknown);
+ErrorTerms dot_error_terms(const AccumSpec& spec, const Order& order, std::size_t n, double max_abs_operand = kUnknown);
 double dot_error_bound(const AccumSpec& spec, const Order& order, std::size_t n, double sum_abs,
                        double max_abs_operand = kUnknown);
 
 // The same for kvconf::sum(spec, order, x):  |sum − Σx_i| <= rel·Σ|x_i| + abs.
-ErrorTerms sum_error_terms(const AccumSpec& spec, const Order& order, std::size_t n,
-                           double max_abs_operand = kUnknown);
+ErrorTerms sum_error_terms(const AccumSpec& spec, const Order& order, std::size_t n, double max_abs_operand = kUnknown);
 double sum_error_bound(const AccumSpec& spec, const Order& order, std::size_t n, double sum_abs,
                        double max_abs_operand = kUnknown);
 
@@ -120,9 +118,9 @@ double score_error_bound(const ScoreErrorInputs& in);
 // l̂ = Σ ê_j (in the order whose error terms are row_sum), and either p̂_j = fl(ê_j / l̂) (normalised
 // before PV) or ê_j fed to PV with the output divided by l̂ afterwards (FlashAttention-2).
 struct SoftmaxErrorInputs {
-  std::size_t n = 0;           // keys
-  double score_range = 0.0;    // R >= max_j (m̂ − ŝ_j), e.g. (max_j s_j − min_j s_j) + 2·Δs
-  Format fmt = Format::fp32;   // format of the subtraction, exp, row sum and division
+  std::size_t n = 0;          // keys
+  double score_range = 0.0;   // R >= max_j (m̂ − ŝ_j), e.g. (max_j s_j − min_j s_j) + 2·Δs
+  Format fmt = Format::fp32;  // format of the subtraction, exp, row sum and division
   RoundOptions round{};
   double exp_rel_error = 0.0;  // |ê − exp(d)| <= exp_rel_error·exp(d) + underflow_unit(fmt), rounding to fmt included
   ErrorTerms row_sum;          // sum_error_terms of the row-sum order (condition Σ ê_j)
@@ -153,7 +151,7 @@ struct AttentionErrorInputs {
   ErrorTerms pv;                 // PV accumulation over the weights fed to it (no final rounding in it)
   std::optional<Format> divide;  // FlashAttention-2: o = fl_divide(acc / l̂); none when normalised before PV
   RoundOptions divide_round{};
-  std::optional<Format> out;     // final rounding of o (none: the PV/divide result is the output)
+  std::optional<Format> out;  // final rounding of o (none: the PV/divide result is the output)
   RoundOptions out_round{};
 };
 // |ô − o| <= (1+u_d)(1+u_o)·D + (u_d + u_o + u_d·u_o)·|o| + η_d(1+u_o) + η_o, with

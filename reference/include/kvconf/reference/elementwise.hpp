@@ -82,13 +82,13 @@ double rope_angle_rel_error(double theta, std::size_t d, std::size_t i, double l
 struct RopeErrorInputs {
   Format storage = Format::fp32;
   double theta = 10000.0;
-  std::size_t d = 2;         // head dim
-  std::size_t i = 0;         // pair index, < d/2
-  std::size_t pos = 0;       // absolute position, < 2^24
-  double abs_x_cos = 0.0;    // |coefficient of cos A|
-  double abs_x_sin = 0.0;    // |coefficient of sin A|
-  RopeAngle exact;           // the oracle's angle, cos and sin
-  double abs_y = 0.0;        // >= |y|
+  std::size_t d = 2;       // head dim
+  std::size_t i = 0;       // pair index, < d/2
+  std::size_t pos = 0;     // absolute position, < 2^24
+  double abs_x_cos = 0.0;  // |coefficient of cos A|
+  double abs_x_sin = 0.0;  // |coefficient of sin A|
+  RopeAngle exact;         // the oracle's angle, cos and sin
+  double abs_y = 0.0;      // >= |y|
   double libm_rel_error = kLibmViaDoubleRelError;
 };
 double rope_error_bound(const RopeErrorInputs& in);

@@ -50,9 +50,9 @@ inline constexpr double kRsqrtViaDoubleRelError = 0x1p-24 + 0x1p-51;
 
 struct RmsNormErrorInputs {
   std::size_t d = 1;
-  double sum_sq = 0.0;          // Σx² of the row (exact), rounded up (RmsNormResult::sum_sq)
-  double eps = 0.0;             // the eps the kernel adds (exact float value)
-  ErrorTerms sum_terms;         // |Ŝ − Σx²| <= sum_terms.at(Σx²): dot_error_terms(path.spec, path.order, d)
+  double sum_sq = 0.0;   // Σx² of the row (exact), rounded up (RmsNormResult::sum_sq)
+  double eps = 0.0;      // the eps the kernel adds (exact float value)
+  ErrorTerms sum_terms;  // |Ŝ − Σx²| <= sum_terms.at(Σx²): dot_error_terms(path.spec, path.order, d)
   double rsqrt_rel_error = kRsqrtViaDoubleRelError;
   bool one_plus_weight = false;
   Format out = Format::fp16;

@@ -58,8 +58,8 @@ class Mpfr {
 };
 
 struct OracleOptions {
-  Format out = Format::fp32;   // results are correctly rounded to this format
-  RoundOptions round = {};     // rounding mode, ftz, saturate of that final rounding
+  Format out = Format::fp32;  // results are correctly rounded to this format
+  RoundOptions round = {};    // rounding mode, ftz, saturate of that final rounding
   // Working-precision cap of the Ziv loop (bits). A result that cannot be certified at this
   // precision throws std::runtime_error, or is flagged (certified = 0) if throw_if_uncertified is
   // false; a flagged element holds the rounding of the double approximation (`approx`).
@@ -74,15 +74,14 @@ struct OracleOptions {
 // Exact dot product.
 
 struct DotResult {
-  double value = 0.0;   // Σ x_i y_i correctly rounded to options.out
-  double approx = 0.0;  // the exact value rounded to the nearest double
-  double abs_sum = 0.0; // Σ |x_i y_i|, rounded up to a double
-  Mpfr exact;           // the exact value (its precision is large enough to hold it)
+  double value = 0.0;    // Σ x_i y_i correctly rounded to options.out
+  double approx = 0.0;   // the exact value rounded to the nearest double
+  double abs_sum = 0.0;  // Σ |x_i y_i|, rounded up to a double
+  Mpfr exact;            // the exact value (its precision is large enough to hold it)
 };
 
 // x: (n), y: (n), both values of `in`. Exact; always certified.
-DotResult dot(std::span<const double> x, std::span<const double> y, Format in,
-              const OracleOptions& options = {});
+DotResult dot(std::span<const double> x, std::span<const double> y, Format in, const OracleOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Projection y = x Wᵀ (m = 1 is a matrix–vector product). Exact dots, one correct rounding each.
@@ -94,9 +93,8 @@ struct ProjectionResult {
 };
 
 // x: (m, n_in), w: (n_out, n_in).
-ProjectionResult project(std::span<const double> x, std::span<const double> w, std::size_t m,
-                         std::size_t n_in, std::size_t n_out, Format in,
-                         const OracleOptions& options = {});
+ProjectionResult project(std::span<const double> x, std::span<const double> w, std::size_t m, std::size_t n_in,
+                         std::size_t n_out, Format in, const OracleOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Softmax of one score vector. -inf marks a masked entry (probability +0); NaN and +inf throw.
@@ -139,7 +137,7 @@ struct AttentionShape {
 };
 
 struct AttentionParams {
-  std::int64_t q_offset = 0;      // absolute position of query row 0 (>= 0)
+  std::int64_t q_offset = 0;  // absolute position of query row 0 (>= 0)
   bool causal = true;
   std::int64_t window = 0;        // sliding window (>= 0); 0 = none
   double scale = 1.0;             // logit scale, taken as exact (any finite value)
@@ -147,28 +145,27 @@ struct AttentionParams {
   double softcap = 0.0;           // attention-logit softcap c (>= 0); 0 = none
 };
 
-struct AttentionRowStats {        // per (query row, head)
-  double max_score = 0.0;         // max visible logit (after scale and softcap); -inf if none visible
-  double max_abs_qk = 0.0;        // max over visible j of Σ_i |q_i k_ji| (rounded up; unscaled)
-  double sum_exp = 0.0;           // Σ_j exp(z_j − max_score) (double approximation)
+struct AttentionRowStats {  // per (query row, head)
+  double max_score = 0.0;   // max visible logit (after scale and softcap); -inf if none visible
+  double max_abs_qk = 0.0;  // max over visible j of Σ_i |q_i k_ji| (rounded up; unscaled)
+  double sum_exp = 0.0;     // Σ_j exp(z_j − max_score) (double approximation)
   std::size_t n_visible = 0;
-  int precision_bits = 0;         // 62-ish: certified by the int128 fixed-point level alone;
-                                  // otherwise the MPFR working precision of the last Ziv level
-  bool exact_rational = false;    // some element of this row was rounded from its exact rational value
+  int precision_bits = 0;       // 62-ish: certified by the int128 fixed-point level alone;
+                                // otherwise the MPFR working precision of the last Ziv level
+  bool exact_rational = false;  // some element of this row was rounded from its exact rational value
 };
 
 struct AttentionResult {
-  std::vector<double> out;             // (n_q, n_heads, d_v) correctly rounded to options.out
-  std::vector<double> approx;          // (n_q, n_heads, d_v) high-precision value, nearest double
-  std::vector<double> sum_p_abs_v;     // (n_q, n_heads, d_v) Σ_j p_j |v_jc|   (double approximation)
-  std::vector<double> sum_p_abs_dev;   // (n_q, n_heads, d_v) Σ_j p_j |v_jc − o_c| (double approx.)
-  std::vector<std::uint8_t> certified; // (n_q, n_heads, d_v) 1 unless flagged (see OracleOptions)
-  std::vector<AttentionRowStats> rows; // (n_q, n_heads)
+  std::vector<double> out;              // (n_q, n_heads, d_v) correctly rounded to options.out
+  std::vector<double> approx;           // (n_q, n_heads, d_v) high-precision value, nearest double
+  std::vector<double> sum_p_abs_v;      // (n_q, n_heads, d_v) Σ_j p_j |v_jc|   (double approximation)
+  std::vector<double> sum_p_abs_dev;    // (n_q, n_heads, d_v) Σ_j p_j |v_jc − o_c| (double approx.)
+  std::vector<std::uint8_t> certified;  // (n_q, n_heads, d_v) 1 unless flagged (see OracleOptions)
+  std::vector<AttentionRowStats> rows;  // (n_q, n_heads)
 };
 
-AttentionResult attention(std::span<const double> q, std::span<const double> k,
-                          std::span<const double> v, const AttentionShape& shape,
-                          const AttentionParams& params, Format in,
+AttentionResult attention(std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                          const AttentionShape& shape, const AttentionParams& params, Format in,
                           const OracleOptions& options = {});
 
 }  // namespace kvconf::ref

@@ -94,9 +94,9 @@ std::uint64_t fixed_exp2_neg_parts(std::uint64_t k, std::uint64_t f64, int F);
 // KL is truncated to a 128-bit mantissa K·2^eK (relative error <= 2^-127) and a·K is formed exactly
 // in 256 bits, so y − ŷ ∈ [0, y·2^-126 + 2^-64] (below 2^-120 + 2^-64 for y < 64).
 struct YScale {
-  u128 K = 0;        // 0: KL = 0
-  int sh = 0;        // ŷ·2^64 = floor(a·K / 2^sh)
-  bool huge = false; // KL >= 2^63: every a >= 1 gives ŷ >= 2^63
+  u128 K = 0;         // 0: KL = 0
+  int sh = 0;         // ŷ·2^64 = floor(a·K / 2^sh)
+  bool huge = false;  // KL >= 2^63: every a >= 1 gives ŷ >= 2^63
 };
 YScale make_yscale(mpfr_srcptr KL);
 // false when ŷ >= limit (then 2^-ŷ is negligible); else sets k and f64.
@@ -116,8 +116,7 @@ struct Rounded {
 // (the rounding of a point 64 bits of precision inside it, which is never a rounding boundary), so
 // e.g. [0, tiny] with lo_open certifies, and a probability known to lie just below 1 rounds down
 // under round-down.
-Rounded certify(Format f, RoundOptions o, mpfr_srcptr lo, mpfr_srcptr hi, bool lo_open = false,
-                bool hi_open = false);
+Rounded certify(Format f, RoundOptions o, mpfr_srcptr lo, mpfr_srcptr hi, bool lo_open = false, bool hi_open = false);
 // The same test on a double bracket (numerics' round_to): a cheap first try for narrow formats.
 Rounded certify_d(Format f, RoundOptions o, double lo, double hi);
 // Correct rounding of the exact rational num/den (den >= 1; num exact), by a Ziv loop that always

@@ -20,13 +20,11 @@ unsigned boost_bits(unsigned bits);
 
 // q: (n_q, n_heads, d), k: (n_kv, n_kv_heads, d), v: (n_kv, n_kv_heads, d_v) → (n_q, n_heads, d_v),
 // the mpfr_float result rounded to `out` by round_mpfr. No input validation.
-std::vector<double> attention(std::span<const double> q, std::span<const double> k,
-                              std::span<const double> v, const AttentionShape& shape,
-                              const AttentionParams& params, Format out, RoundOptions round,
-                              unsigned bits);
+std::vector<double> attention(std::span<const double> q, std::span<const double> k, std::span<const double> v,
+                              const AttentionShape& shape, const AttentionParams& params, Format out,
+                              RoundOptions round, unsigned bits);
 
 // scores: (n), -inf = masked → (n).
-std::vector<double> softmax(std::span<const double> scores, Format out, RoundOptions round,
-                            unsigned bits);
+std::vector<double> softmax(std::span<const double> scores, Format out, RoundOptions round, unsigned bits);
 
 }  // namespace kvconf::ref::naive
