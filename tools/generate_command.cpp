@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_output.hpp"
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/generate.hpp"
@@ -66,19 +67,13 @@ std::string join(const std::vector<int>& v) {
 }
 
 // Shortest "%g" text of a number: 0 -> "0", 1.5 -> "1.5".
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 engine::Sampler make_sampler(const GenerateCliOptions& o) {
   engine::Sampler s;
   s.strategy = engine::parse_strategy(o.strategy);  // std::invalid_argument listing the choices
   if (o.top_k < 1) throw BadInput("--top-k must be >= 1 (got " + std::to_string(o.top_k) + ")");
-  if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw BadInput("--top-p must be in (0, 1] (got " + num(o.top_p) + ")");
+  if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw BadInput("--top-p must be in (0, 1] (got " + num_option(o.top_p) + ")");
   if (!(o.temperature > 0.0) || !std::isfinite(o.temperature))
-    throw BadInput("--temperature must be > 0 (got " + num(o.temperature) + ")");
+    throw BadInput("--temperature must be > 0 (got " + num_option(o.temperature) + ")");
   s.top_k = static_cast<std::size_t>(o.top_k);
   s.top_p = o.top_p;
   s.temperature = o.temperature;

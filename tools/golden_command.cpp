@@ -10,6 +10,7 @@
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/kernels/gpu.hpp"
+#include "kvconf/kernels/black_box.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol.hpp"
 #include "protocol_names.hpp"
@@ -143,8 +144,18 @@ GoldenConfig gpu_golden_config() {
   return g;
 }
 
+kernels::Registry golden_registry(bool gpu) {
+  if (gpu) return kernels::gpu_registry();
+  kernels::Registry reg = kernels::cpu_registry();
+  const kernels::Registry probes = kernels::black_box_probe_registry();
+  for (const auto& k : probes.gemm()) reg.add(k);
+  for (const auto& k : probes.norm()) reg.add(k);
+  for (const auto& k : probes.attention()) reg.add(k);
+  return reg;
+}
+
 std::vector<KernelCaseRecord> golden_kernel_records(bool gpu) {
-  const kernels::Registry reg = gpu ? kernels::gpu_registry() : kernels::cpu_registry();
+  const kernels::Registry reg = golden_registry(gpu);
   conformance::SweepOptions so;
   so.quick = true;
   std::vector<KernelCaseRecord> out;

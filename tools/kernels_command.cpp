@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/conformance/sweep.hpp"
@@ -18,6 +19,7 @@
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
+#include "kvconf/protocol/kernel_sweep.hpp"
 #include "kvconf/protocol/result_store.hpp"
 #include "protocol_names.hpp"
 
@@ -86,13 +88,6 @@ void ensure_out_dir(const std::filesystem::path& out) {
   std::filesystem::remove(probe, ec);
 }
 
-std::string fmt(double x) {
-  char buf[32];
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  std::snprintf(buf, sizeof buf, "%.3g", x);
-  return buf;
-}
-
 // The rule whose error is against the oracle (or, for projections, the ON vs OFF bound): the row's error columns.
 const conformance::CheckResult* headline(const KernelCaseRecord& r) {
   for (const char* name : {"oracle_bound", "on_off_bound", "on_off_bitwise"})
@@ -117,13 +112,13 @@ void print_row(const KernelCaseRecord& r) {
     rules = "FAIL " + failed;
   std::string err = "-", bound = "-", head = "-";
   if (const auto* h = headline(r)) {
-    err = h->rule + "=" + fmt(h->error);
-    bound = fmt(h->bound);
-    head = fmt(h->headroom);
+    err = h->rule + "=" + num_short(h->error);
+    bound = num_short(h->bound);
+    head = num_short(h->headroom);
   }
   std::string onoff = "-";
   if (r.on_off)
-    onoff = fmt(r.on_off->max_ulp) + " ulp, " + std::to_string(r.on_off->differing) + "/" +
+    onoff = num_short(r.on_off->max_ulp) + " ulp, " + std::to_string(r.on_off->differing) + "/" +
             std::to_string(r.on_off->elements);
   std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", r.kernel.c_str(), r.case_id.c_str(), rules.c_str(), err.c_str(),
               bound.c_str(), head.c_str(), r.skipped.empty() ? onoff.c_str() : r.skipped.c_str());
@@ -166,13 +161,11 @@ int run(const KernelsCliOptions& o) {
                      "); rerun with the same --filter/--quick/--seed/--shard or choose "
                      "another --out");
   }
-  JsonlStore store(o.out / "kernels.jsonl", o.resume, [](const json& j) {
-    return j.at("kernel").get<std::string>() + "|" + j.at("case_id").get<std::string>();
-  });
+  JsonlStore store = protocol::open_kernel_store(o.out / "kernels.jsonl", o.resume);
   std::set<std::string> planned;
   for (const auto* it : mine) planned.insert(it->key());
   for (const json& j : store.records()) {
-    const std::string key = j.value("kernel", std::string()) + "|" + j.value("case_id", std::string());
+    const std::string key = protocol::kernel_record_key(j);
     if (!planned.count(key))
       throw BadInput("--resume: " + store.file().string() + " holds '" + key +
                      "', which is not in this sweep (other --filter/--quick/--shard?); choose another --out");
@@ -193,14 +186,10 @@ int run(const KernelsCliOptions& o) {
   for (const json& j : store.records()) records.push_back(conformance::kernel_case_from_json(j));
   resumed = records.size();
   for (const auto& r : records) print_row(r);
-  for (const auto* it : mine) {
-    if (store.has(it->key())) continue;
-    KernelCaseRecord r = conformance::run_sweep_item(reg, *it, so);
-    store.append(conformance::to_json(r));
+  ran = protocol::run_kernel_sweep(reg, so, mine, store, [&records](KernelCaseRecord&& r) {
     print_row(r);
     records.push_back(std::move(r));
-    ++ran;
-  }
+  });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::size_t failed_items = 0, failed_rules = 0, skipped = 0, rules = 0;

@@ -10,7 +10,7 @@
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/experiments.hpp"
 #include "kvconf/protocol/result_store.hpp"
-#include "shard_check.hpp"
+#include "kvconf/protocol/shard_check.hpp"
 
 namespace kvconf::tools {
 
@@ -63,7 +63,7 @@ int report_command(const ReportCliOptions& o) {
     for (const auto& d : o.in)
       if (!std::filesystem::is_directory(d)) throw std::runtime_error("--in " + d.string() + ": not a folder");
     reports::ReportInput in = reports::read_results(o.in);
-    const ShardCoverage coverage = check_shard_coverage(o.in, o.partial);
+    const protocol::ShardCoverage coverage = protocol::check_shard_coverage(o.in, o.partial);
     for (const std::string& note : coverage.notes) std::printf("kvconf report: %s\n", note.c_str());
     in.experiments = merged_experiments(o.in);
     in.title = o.title;

@@ -20,6 +20,7 @@
 #include "kvconf/kernels/torch.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
+#include "kvconf/protocol/kernel_sweep.hpp"
 #include "kvconf/protocol/result_store.hpp"
 #include "run_plan.hpp"
 #include "selfcheck.hpp"
@@ -72,14 +73,10 @@ nlohmann::json run_self_checks(const std::vector<SelfCheck>& checks, const std::
 std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::SweepOptions& so,
                              const std::vector<conformance::SweepItem>& items, const std::filesystem::path& out,
                              bool resume) {
-  JsonlStore store(out / "kernels.jsonl", resume,
-                   [](const nlohmann::json& j) { return conformance::kernel_case_from_json(j).key(); });
-  std::size_t ran = 0;
-  for (const auto& item : items) {
-    if (store.has(item.key())) continue;
-    store.append(conformance::to_json(conformance::run_sweep_item(reg, item, so)));
-    ++ran;
-  }
+  JsonlStore store = protocol::open_kernel_store(out / "kernels.jsonl", resume);
+  std::vector<const conformance::SweepItem*> planned;
+  for (const auto& item : items) planned.push_back(&item);
+  const std::size_t ran = protocol::run_kernel_sweep(reg, so, planned, store);
   return ran;
 }
 

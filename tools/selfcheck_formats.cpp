@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/numerics/arith.hpp"
 #include "kvconf/reference/mpfr_format.hpp"
 #include "selfcheck.hpp"
@@ -14,12 +15,6 @@ namespace {
 bool same(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return a == b && std::signbit(a) == std::signbit(b);
-}
-
-std::string show(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
 }
 
 // Every pattern of `from`, converted to every format, vs MPFR's rounding.
@@ -38,7 +33,7 @@ CheckResult conversions(Format from) {
       if (!same(mine, golden)) {
         mpfr_clear(m);
         r.detail = std::string(name(from)) + " pattern " + std::to_string(bits) + " -> " + std::string(name(to)) +
-                   ": got " + show(mine) + ", MPFR " + show(golden);
+                   ": got " + num_exact(mine) + ", MPFR " + num_exact(golden);
         return r;
       }
     }
@@ -89,8 +84,8 @@ CheckResult arithmetic(Format f, int samples_per_op) {
       const double golden = ref::op_mpfr(f, op, a, b, c);
       ++r.cases;
       if (!same(mine, golden)) {
-        r.detail = std::string(name(f)) + " op " + std::to_string(static_cast<int>(op)) + " (" + show(a) + ", " +
-                   show(b) + ", " + show(c) + "): got " + show(mine) + ", MPFR " + show(golden);
+        r.detail = std::string(name(f)) + " op " + std::to_string(static_cast<int>(op)) + " (" + num_exact(a) + ", " +
+                   num_exact(b) + ", " + num_exact(c) + "): got " + num_exact(mine) + ", MPFR " + num_exact(golden);
         return r;
       }
     }

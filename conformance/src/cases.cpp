@@ -1,5 +1,6 @@
 // The conformance case tables (GEMM, projection, RMSNorm, attention), their stable ids, per-rule seeds
 // (FNV-1a of "rule/id", KVCONF_SEED overrides) and the seeded input generators.
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/conformance/cases.hpp"
 
 #include <cmath>
@@ -20,30 +21,13 @@ namespace {
 constexpr double kNearExpOverflowSigma = 1.9;
 constexpr double kPFlushSigma = 4.5;
 
-std::string fmt_g(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 // Shorthands for the tables below.
 GemmCase gemm(std::size_t m, std::size_t n, std::size_t k, Data d, bool slow = false) {
-  GemmCase c;
-  c.shape = {m, n, k};
-  c.data = d;
-  c.slow = slow;
-  return c;
+  return gemm_case(m, n, k, d, slow);
 }
 
 ProjectionCase proj(std::size_t prompt, std::size_t total, std::size_t n, std::size_t k, Data d, bool slow = false) {
-  ProjectionCase c;
-  c.prompt = prompt;
-  c.total = total;
-  c.n = n;
-  c.k = k;
-  c.data = d;
-  c.slow = slow;
-  return c;
+  return projection_case(prompt, total, n, k, d, slow);
 }
 
 NormCase norm(std::size_t rows, std::size_t d, float eps, bool gemma, Data data, bool slow = false) {
@@ -133,7 +117,7 @@ std::string NormCase::id() const {
   id += "_d";
   id += std::to_string(shape.d);
   id += "_eps";
-  id += fmt_g(static_cast<double>(params.eps));
+  id += num_option(static_cast<double>(params.eps));
   id += params.one_plus_weight ? "_gemma_" : "_llama_";
   id += data_name(data);
   return id;
@@ -162,7 +146,7 @@ std::string AttentionCase::id() const {
   id += "_cap";
   id += std::to_string(call.capacity);
   id += "_sc";
-  id += fmt_g(p.softcap);
+  id += num_option(p.softcap);
   id += "_";
   id += data_name(data);
   return id;
@@ -172,6 +156,25 @@ std::string AttentionCase::id() const {
 // (1024 … 4096; the real MLP and hidden reductions Llama-2 11008, Gemma-2 2304 and Mistral 14336 at M = 1 by
 // default, prefill-sized slow), split-K-prone tall-k shapes. 11008 and 2304 are not multiples of the 512-deep
 // split-K slice, and K = 1000 of neither the 64-deep tiles nor the GEMV's 64 half2 lanes: the tails run.
+GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d, bool slow) {
+  GemmCase c;
+  c.shape = {m, n, k};
+  c.data = d;
+  c.slow = slow;
+  return c;
+}
+
+ProjectionCase projection_case(std::size_t prompt, std::size_t total, std::size_t n, std::size_t k, Data d, bool slow) {
+  ProjectionCase c;
+  c.prompt = prompt;
+  c.total = total;
+  c.n = n;
+  c.k = k;
+  c.data = d;
+  c.slow = slow;
+  return c;
+}
+
 std::vector<GemmCase> gemm_cases() {
   return {
       gemm(1, 256, 1024, Data::normal),

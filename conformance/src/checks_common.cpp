@@ -95,12 +95,6 @@ double headroom(double error, double bound) {
   return (bound - error) / bound;
 }
 
-std::string num(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
-}
-
 CheckResult bound_result(std::string rule, double error, double bound, std::uint64_t seed, std::string detail) {
   CheckResult r;
   r.rule = std::move(rule);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/reference/bounds.hpp"
 #include "kvconf/kernels/kernel.hpp"
@@ -51,7 +52,7 @@ ref::ErrorTerms reduction_terms(const AccumSpec& spec, const Order& order, std::
 CheckResult bitwise_result(std::string rule, double error, std::uint64_t seed, std::string detail);
 // The kernel refused a call shape the rule needs (a failure: the suites skip unsupported cases before calling).
 CheckResult unsupported_result(const std::string& rule, const std::string& reason, std::uint64_t seed);
-std::string num(double x);  // "%.9g"
+inline std::string num(double x) { return num_measured(x); }  // a measured value in a detail
 
 // --- Elementwise tracking of error against a per-element bound ---------------------------------
 struct Worst {

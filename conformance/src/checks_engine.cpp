@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "checks_common.hpp"
+#include "kvconf/engine/attention_call.hpp"
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"
 #include "kvconf/reference/bounds.hpp"
@@ -233,25 +234,11 @@ CheckResult rope_stage(const Ctx& x, const std::string& name, const std::vector<
                                std::to_string(x.call.pos0 + x.call.rows - 1) + x.note);
 }
 
-// The attention call the engine makes for this layer (forward.cpp, HF semantics): causal over the cache rows
-// [0, pos0 + rows), the layer's sliding window, the scale as the float the kernel multiplies by, the softcap.
-kernels::AttentionCall attention_call_of(const ModelConfig& c, std::size_t layer, std::size_t rows, std::size_t pos0,
-                                         std::size_t capacity) {
-  kernels::AttentionCall a;
-  a.shape = {rows, pos0 + rows, c.n_heads, c.n_kv_heads, c.head_dim, c.head_dim};
-  a.params.q_offset = static_cast<std::int64_t>(pos0);
-  a.params.causal = true;
-  a.params.window = c.layer_is_sliding(layer) ? static_cast<std::int64_t>(c.sliding_window) : 0;
-  a.params.scale = static_cast<double>(static_cast<float>(c.attn_scale()));
-  a.params.softcap = c.attn_softcap;
-  a.capacity = capacity;
-  return a;
-}
-
 CheckResult attention_stage(const Ctx& x, const std::vector<float>& q, const std::vector<float>& out) {
   const ModelConfig& c = x.c;
   const std::size_t H = c.n_heads, KV = c.n_kv_heads, d = c.head_dim, qd = H * d;
-  const kernels::AttentionCall call = attention_call_of(c, x.call.layer, x.call.rows, x.call.pos0, x.call.capacity);
+  const kernels::AttentionCall call =
+      engine::layer_attention_call(c, x.call.layer, x.call.rows, x.call.pos0, x.call.capacity);
   const kernels::AttentionKernel& kern = x.call.rows == 1 ? *x.k.attn_decode : *x.k.attn_prefill;
   const ref::AttentionPipeline pipe = kern.pipeline(call);
   const std::size_t n_kv = call.shape.n_kv;

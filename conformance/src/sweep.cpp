@@ -17,23 +17,6 @@ namespace {
 
 constexpr std::array<std::size_t, 3> kChunks = {1, 4, 16};  // as the attention suite
 
-GemmCase gemm(std::size_t m, std::size_t n, std::size_t k, Data d) {
-  GemmCase c;
-  c.shape = {m, n, k};
-  c.data = d;
-  return c;
-}
-
-ProjectionCase proj(std::size_t prompt, std::size_t total, std::size_t n, std::size_t k, Data d) {
-  ProjectionCase c;
-  c.prompt = prompt;
-  c.total = total;
-  c.n = n;
-  c.k = k;
-  c.data = d;
-  return c;
-}
-
 // A causal prefill of n_q rows ending at n_kv (the cache-OFF call), scale fl32(1/√d) as the suites use.
 AttentionCase attn(std::size_t n_q, std::size_t n_kv, std::size_t d, std::size_t heads, std::size_t kv_heads,
                    std::int64_t window = 0, double softcap = 0.0, Data data = Data::normal) {
@@ -88,14 +71,15 @@ CheckResults qualify_chunks(CheckResults r) {
 // Quick GEMM: decode (M = 1) and prefill rows at reductions 1024 and 2048 (the models' hidden sizes scaled down in n,
 // the output count, which does not change the per-element numerics).
 std::vector<GemmCase> sweep_gemm_cases(bool quick) {
-  std::vector<GemmCase> v = {gemm(1, 64, 1024, Data::normal), gemm(8, 64, 1024, Data::normal),
-                             gemm(1, 32, 2048, Data::same_sign), gemm(4, 32, 2048, Data::wide_range)};
+  std::vector<GemmCase> v = {gemm_case(1, 64, 1024, Data::normal), gemm_case(8, 64, 1024, Data::normal),
+                             gemm_case(1, 32, 2048, Data::same_sign), gemm_case(4, 32, 2048, Data::wide_range)};
   if (!quick) append(v, gemm_cases());
   return v;
 }
 
 std::vector<ProjectionCase> sweep_projection_cases(bool quick) {
-  std::vector<ProjectionCase> v = {proj(4, 8, 64, 1024, Data::normal), proj(8, 12, 32, 2048, Data::same_sign)};
+  std::vector<ProjectionCase> v = {projection_case(4, 8, 64, 1024, Data::normal),
+                                   projection_case(8, 12, 32, 2048, Data::same_sign)};
   if (!quick) append(v, projection_cases());
   return v;
 }

@@ -24,6 +24,7 @@
 #include "accumulation_partials.hpp"
 #include "accumulation_stats.hpp"
 #include "kvconf/conformance/cases.hpp"
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/numerics/accumulate.hpp"
 #include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reference/bounds.hpp"
@@ -106,9 +107,7 @@ std::mt19937_64 rng(const std::string& claim, const std::string& case_id, std::s
 }
 
 void record(std::size_t n, const std::string& what, double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  ::testing::Test::RecordProperty("n" + std::to_string(n) + "." + what, buf);
+  ::testing::Test::RecordProperty("n" + std::to_string(n) + "." + what, num_measured(v));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvconf/conformance/cases.hpp"
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/profile.hpp"
@@ -65,26 +66,20 @@ const CheckResult& result(const CheckResults& rs, const std::string& rule) {
   return *hit;
 }
 
-std::string g9(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.9g", x);
-  return b;
-}
-
 void expect_just_past(const CheckResult& r) {
   EXPECT_FALSE(r.pass) << "the planted element passed: " << r.rule << " error=" << r.error << " bound=" << r.bound
                        << " " << r.detail;
   EXPECT_GT(r.bound, 0.0) << r.detail;
   EXPECT_LT(r.error, 2.0 * kF * r.bound) << "planted further past the bound than intended: " << r.detail;
-  ::testing::Test::RecordProperty(r.rule + "_error", g9(r.error));
-  ::testing::Test::RecordProperty(r.rule + "_bound", g9(r.bound));
-  ::testing::Test::RecordProperty(r.rule + "_headroom", g9(r.headroom));
+  ::testing::Test::RecordProperty(r.rule + "_error", num_measured(r.error));
+  ::testing::Test::RecordProperty(r.rule + "_bound", num_measured(r.bound));
+  ::testing::Test::RecordProperty(r.rule + "_headroom", num_measured(r.headroom));
 }
 
 void expect_bitwise_caught(const CheckResult& r) {
   EXPECT_FALSE(r.pass) << "a one-ulp difference passed the bitwise rule " << r.rule << ": " << r.detail;
   EXPECT_GT(r.error, 0.0);
-  ::testing::Test::RecordProperty(r.rule + "_error", g9(r.error));
+  ::testing::Test::RecordProperty(r.rule + "_error", num_measured(r.error));
 }
 
 // --- GEMM ----------------------------------------------------------------------------------------
@@ -332,8 +327,8 @@ TEST(PlantedJustPastBound, AttentionOracleBound) {
   const AttentionCase c = small_case(true);
   const CheckResults rs = check_attention_matches_oracle(k, c, seed_for("planted_attn_oracle", c.id()));
   const CheckResult& r = result(rs, "oracle_bound");
-  ::testing::Test::RecordProperty("oracle_bound_error", g9(r.error));
-  ::testing::Test::RecordProperty("oracle_bound_bound", g9(r.bound));
+  ::testing::Test::RecordProperty("oracle_bound_error", num_measured(r.error));
+  ::testing::Test::RecordProperty("oracle_bound_bound", num_measured(r.bound));
   EXPECT_FALSE(r.pass) << r.detail;
   EXPECT_LT(r.error, 2.0 * kF * 1.25 * r.bound) << r.detail;
   EXPECT_TRUE(all_pass(check_attention_matches_oracle(base, c, seed_for("planted_attn_oracle", c.id()))));

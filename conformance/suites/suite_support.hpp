@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kvconf/conformance/cases.hpp"
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/kernels/registry.hpp"
 #if defined(KVCONF_SUITE_GPU)
@@ -172,11 +173,7 @@ struct ParamName {
   }
 };
 
-inline std::string num17(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
+inline std::string num17(double x) { return num_exact(x); }
 
 // "<rule>[.<qualifier>].error|bound|headroom|seed" properties for every result, and the results on stdout.
 inline void record(const CheckResults& results, const std::vector<std::string>& qualifiers = {}) {

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kvconf/engine/attention_call.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/kernels/gpu.hpp"
 #include "ops.hpp"
@@ -65,21 +66,6 @@ void grow(KvCache& cache, std::size_t rows, bool gpu) {
   for (auto* side : {&cache.k, &cache.v})
     for (Vec& layer : *side) layer.resize(cap * cache.kv_dim, 0.0f);
   cache.capacity = cap;
-}
-
-// The attention call of layer `l` for n rows at pos0 (as the hooks give it).
-kernels::AttentionCall attention_call(const ModelConfig& c, std::size_t l, std::size_t n, std::size_t pos0,
-                                      std::size_t capacity, const ForwardCall& call) {
-  kernels::AttentionCall a;
-  a.shape = {n, pos0 + n, c.n_heads, c.n_kv_heads, c.head_dim, c.head_dim};
-  a.params.q_offset = static_cast<std::int64_t>(pos0);
-  a.params.causal = true;
-  a.params.window = c.layer_is_sliding(l) ? static_cast<std::int64_t>(c.sliding_window) : 0;
-  a.params.scale = static_cast<double>(static_cast<float>(c.attn_scale()));
-  a.params.softcap = c.attn_softcap;
-  a.capacity = capacity;
-  call.hooks->attention_call(a, c, call.cached_path, call.cached_path && n == 1);
-  return a;
 }
 
 }  // namespace
@@ -152,7 +138,8 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
       }
     }
 
-    const kernels::AttentionCall a = attention_call(c, l, n, pos0, cache.capacity, call);
+    kernels::AttentionCall a = layer_attention_call(c, l, n, pos0, cache.capacity);
+    hooks.attention_call(a, c, call.cached_path, call.cached_path && n == 1);
     Vec attn(n * qd);  // (n, H, d)
     hooks.attention(ak, a, q, cache.k[l], cache.v[l], attn, decode);
     patch_op(o, l, OpStage::attn, attn, n);

@@ -1,5 +1,6 @@
 // Decoding strategies (greedy, top-k, top-p with temperature) and the per-step uniform draw shared by both paths of a
 // comparison. The order of operations follows HF generate: logits / T, then the top-k or top-p filter, then softmax.
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/engine/sampling.hpp"
 
 #include <algorithm>
@@ -14,12 +15,6 @@ namespace kvconf::engine {
 namespace {
 
 // Shortest "%g"-style text of a parameter: 1 -> "1", 0.9 -> "0.9", 0.75 -> "0.75".
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 // Arg-max, lowest index on ties; NaN entries are never chosen (0 when every entry is NaN).
 int argmax(std::span<const float> logits) {
   std::size_t best = logits.size();
@@ -34,10 +29,10 @@ void check(const Sampler& s, std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("sample: empty logits");
   if (s.strategy == Strategy::greedy) return;
   if (!(s.temperature > 0.0) || !std::isfinite(s.temperature))
-    throw std::invalid_argument("sample: temperature must be > 0 (got " + num(s.temperature) + ")");
+    throw std::invalid_argument("sample: temperature must be > 0 (got " + num_option(s.temperature) + ")");
   if (s.strategy == Strategy::top_k && s.top_k == 0) throw std::invalid_argument("sample: top_k must be >= 1");
   if (s.strategy == Strategy::top_p && !(s.top_p > 0.0 && s.top_p <= 1.0))
-    throw std::invalid_argument("sample: top_p must be in (0, 1] (got " + num(s.top_p) + ")");
+    throw std::invalid_argument("sample: top_p must be in (0, 1] (got " + num_option(s.top_p) + ")");
 }
 
 }  // namespace
@@ -59,9 +54,9 @@ std::string Sampler::name() const {
     case Strategy::greedy:
       return "greedy";
     case Strategy::top_k:
-      return "topk" + std::to_string(top_k) + "_t" + num(temperature);
+      return "topk" + std::to_string(top_k) + "_t" + num_option(temperature);
     case Strategy::top_p:
-      return "topp" + num(top_p) + "_t" + num(temperature);
+      return "topp" + num_option(top_p) + "_t" + num_option(temperature);
   }
   return "?";
 }

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <map>
 
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/golden/golden.hpp"
 
 namespace kvconf::golden {
@@ -13,12 +14,6 @@ using conformance::KernelCaseRecord;
 using conformance::RunPairRecord;
 
 namespace {
-
-std::string num(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
 
 // Inside the band: equal (non-finite values included), or within error_rel relative to the larger magnitude.
 bool within(double old_v, double new_v, double rel) {
@@ -55,7 +50,7 @@ void compare_tokens(const std::string& key, const std::string& field, const std:
 
 void compare_num(const std::string& key, const std::string& field, double old_v, double new_v, double rel,
                  std::vector<Change>& out) {
-  if (!within(old_v, new_v, rel)) out.push_back({key, field, num(old_v), num(new_v)});
+  if (!within(old_v, new_v, rel)) out.push_back({key, field, num_exact(old_v), num_exact(new_v)});
 }
 
 }  // namespace

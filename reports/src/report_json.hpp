@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvconf/numerics/number_text.hpp"
+
 namespace kvconf::reports::detail {
 
 // JSON has no inf/nan: written as the strings "inf", "-inf", "nan" (as conformance/records.cpp does).
@@ -27,20 +29,9 @@ inline double as_num(const nlohmann::json& j) {
 }
 inline double num_at(const nlohmann::json& j, const char* key) { return j.contains(key) ? as_num(j.at(key)) : NAN; }
 
-// "%.*g" of x; "inf", "nan" spelled out.
-inline std::string fmt(double x, int digits = 4) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*g", digits, x);
-  return b;
-}
-inline std::string pct(double x, int decimals = 1) {
-  if (!std::isfinite(x)) return fmt(x);
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f%%", decimals, 100.0 * x);
-  return b;
-}
+// Table numbers: num_short and num_percent (numerics/number_text.hpp), 4 digits by default as the reports print.
+inline std::string fmt(double x, int digits = 4) { return num_short(x, digits); }
+inline std::string pct(double x, int decimals = 1) { return num_percent(x, decimals); }
 
 // A statistic that could not be computed: {"na": reason}.
 inline nlohmann::json na(const std::string& reason) { return {{"na", reason}}; }

@@ -29,13 +29,6 @@ const CheckResult& rule(const CheckResults& r, const std::string& name) {
   return none;
 }
 
-GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d = Data::normal) {
-  GemmCase c;
-  c.shape = {m, n, k};
-  c.data = d;
-  return c;
-}
-
 ProjectionCase proj_case() {
   ProjectionCase c;
   c.prompt = 5;

@@ -65,13 +65,6 @@ std::vector<AttentionCase> attention_battery() {
   };
 }
 
-GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d) {
-  GemmCase c;
-  c.shape = {m, n, k};
-  c.data = d;
-  return c;
-}
-
 // Decode (m = 1) and prefill GEMMs, zero-mean and same-sign data (fp16 accumulation shows on the latter), and one
 // projection sequence (prompt prefill M = 4, decode steps, recompute M = 8).
 std::vector<GemmCase> gemm_battery() {

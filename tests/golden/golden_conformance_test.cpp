@@ -78,7 +78,7 @@ TEST(GoldenBaselines, EverySweepItemHasABaseline) {
   for (const auto& k : b->kernels) have[k.key] = true;
   conformance::SweepOptions o;
   o.quick = true;
-  const auto reg = kernels::cpu_registry();
+  const auto reg = tools::golden_registry();
   for (const auto& item : conformance::sweep_plan(reg, o))
     EXPECT_TRUE(have.count(item.key())) << item.key() << " has no golden entry; run `kvconf golden update`";
 }
@@ -95,7 +95,7 @@ TEST_P(GoldenConformance, MatchesGolden) {
     ASSERT_NE(stat, nullptr);
     conformance::SweepOptions o;
     o.quick = true;
-    static const kernels::Registry reg = kernels::cpu_registry();
+    static const kernels::Registry reg = tools::golden_registry();
     const conformance::SweepItem* item = nullptr;
     static const auto plan = conformance::sweep_plan(reg, o);
     for (const auto& it : plan)

@@ -23,13 +23,6 @@ const kernels::Registry& wrong() {
   return r;
 }
 
-GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d) {
-  GemmCase c;
-  c.shape = {m, n, k};
-  c.data = d;
-  return c;
-}
-
 // A causal prefill of n_q rows ending at key n_kv, scale fl32(1/√d).
 AttentionCase attn_case(std::size_t n_q, std::size_t n_kv, std::size_t d, std::size_t heads, std::size_t kv_heads,
                         std::int64_t window = 0, double softcap = 0.0) {

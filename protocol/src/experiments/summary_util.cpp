@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kvconf/conformance/records.hpp"
+#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/protocol/experiments.hpp"
 
 namespace kvconf::protocol::experiments {
@@ -57,19 +58,9 @@ void add_verdicts(const std::string& experiment, const Records& records, conform
   }
 }
 
-std::string num(double x, int digits) {
-  if (std::isnan(x)) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.*g", digits, x);
-  return b;
-}
+std::string num(double x, int digits) { return std::isnan(x) ? "n/a" : num_short(x, digits); }
 
-std::string pct(double x) {
-  if (std::isnan(x)) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", 100.0 * x);
-  return b;
-}
+std::string pct(double x) { return std::isnan(x) ? "n/a" : num_percent(x); }
 
 double median(std::vector<double> x) {
   std::erase_if(x, [](double v) { return std::isnan(v); });

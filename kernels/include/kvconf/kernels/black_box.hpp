@@ -39,4 +39,12 @@ NormPath black_box_norm_path(Format in);
 ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
                                                     double exp_rel_error, double exp_abs_error);
 
+// The black-box probes: cpu.gemm.g1, cpu.norm.r1 and cpu.attn.a1_flash2 of each format (deterministic CPU arithmetic)
+// described with each black-box path or pipeline kvconf hands out (GEMM; RMSNorm with two-rounding or CUDA rsqrt;
+// attention with the exact, exp_u20 and CUDA fast-exp budgets), named probe.blackbox.<kind>.<format>[.<budget>].
+// Their sweep records pin, in the golden baselines, the bound each black-box pipeline gives on fixed inputs: a bound
+// whose arithmetic grows looser changes them (docs/GOLDEN.md "Black-box bounds").
+class Registry;
+Registry black_box_probe_registry();
+
 }  // namespace kvconf::kernels

@@ -1,4 +1,5 @@
-// `kvconf report`'s check that the shards it merges hold every planned run pair exactly once: the folders whose
+// `kvconf report`'s shard check, in the protocol because it rebuilds the protocol's plan: the merged shards hold
+// every planned run pair exactly once. The folders whose
 // manifest.json is a `kvconf model` run's are grouped by run (the same options but --shard), each run's whole plan is
 // rebuilt from its manifest (profiles x strategies x seeds x prompts, numbered as protocol_plan.hpp does) and every
 // planned pair must be in exactly one folder. The prompts are the manifest's "prompt_ids" (draw order) when it has
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct ShardCoverage {
   std::size_t runs = 0;     // `kvconf model` runs found among the folders (folders without a manifest are not checked)
@@ -25,4 +26,4 @@ struct ShardCoverage {
 // allow_missing, a planned pair that no folder holds (naming the shard that should hold it and its folder, if any).
 ShardCoverage check_shard_coverage(const std::vector<std::filesystem::path>& dirs, bool allow_missing);
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

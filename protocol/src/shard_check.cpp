@@ -1,5 +1,5 @@
 // check_shard_coverage (shard_check.hpp): every planned pair of each `kvconf model` run in exactly one --in folder.
-#include "shard_check.hpp"
+#include "kvconf/protocol/shard_check.hpp"
 
 #include <fstream>
 #include <map>
@@ -14,13 +14,11 @@
 #include "kvconf/protocol/protocol_plan.hpp"
 #include "kvconf/protocol/result_store.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using protocol::BadInput;
-using protocol::Shard;
 
 struct Folder {
   fs::path dir, manifest;
@@ -208,4 +206,4 @@ ShardCoverage check_shard_coverage(const std::vector<fs::path>& dirs, bool allow
   return c;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol
