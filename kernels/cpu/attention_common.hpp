@@ -151,14 +151,6 @@ Reason flash2_reason(const AttentionCall& c);
 // The pipeline fields every fp32-softmax kernel of format f shares (formats, exp/tanh errors).
 ref::AttentionPipeline base_pipeline(Format f);
 
-// ---------------------------------------------------------------------------------------------
-// Kernel factories (one per notes/kernels.md variant), registered by attention_register.cpp.
-AttentionKernel a1_flash2(Format f);
-AttentionKernel a2_splitkv(Format f);
-AttentionKernel a4_paged(Format f);
-AttentionKernel a6_eager(Format f);
-AttentionKernel a7_fixedsplit(Format f);
-
 // Name suffix of a format: "f16", "bf16", "f32".
 std::string fmt_suffix(Format f);
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "cpu_kernels.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 namespace {
@@ -129,7 +130,7 @@ ref::AttentionPipeline eager_pipeline(Format f, const AttentionCall& c) {
 
 }  // namespace
 
-AttentionKernel a6_eager(Format f) {
+static AttentionKernel a6_eager(Format f) {
   AttentionKernel k;
   k.info.name = "cpu.attn.a6_eager." + fmt_suffix(f);
   k.info.in = f;
@@ -147,3 +148,12 @@ AttentionKernel a6_eager(Format f) {
 }
 
 }  // namespace kvconf::kernels::cpu::attn
+
+namespace kvconf::kernels::cpu {
+
+// cpu.attn.a6_eager.{f16,bf16,f32} (one line in kernels.def).
+void register_attention_eager(Registry& r) {
+  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a6_eager(f));
+}
+
+}  // namespace kvconf::kernels::cpu

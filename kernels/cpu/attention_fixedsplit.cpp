@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "cpu_kernels.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 namespace {
@@ -78,7 +79,7 @@ ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
 
 }  // namespace
 
-AttentionKernel a7_fixedsplit(Format f) {
+static AttentionKernel a7_fixedsplit(Format f) {
   AttentionKernel k;
   k.info.name = "cpu.attn.a7_fixedsplit." + fmt_suffix(f);
   k.info.in = f;
@@ -98,3 +99,12 @@ AttentionKernel a7_fixedsplit(Format f) {
 }
 
 }  // namespace kvconf::kernels::cpu::attn
+
+namespace kvconf::kernels::cpu {
+
+// cpu.attn.a7_fixedsplit.{f16,bf16,f32} (one line in kernels.def).
+void register_attention_fixedsplit(Registry& r) {
+  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a7_fixedsplit(f));
+}
+
+}  // namespace kvconf::kernels::cpu

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "attention_common.hpp"
+#include "cpu_kernels.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 
@@ -131,7 +132,7 @@ ref::AttentionPipeline flash2_standard_pipeline(Format f, const AttentionCall& c
   return p;
 }
 
-AttentionKernel a1_flash2(Format f) {
+static AttentionKernel a1_flash2(Format f) {
   AttentionKernel k;
   k.info.name = "cpu.attn.a1_flash2." + fmt_suffix(f);
   k.info.in = f;
@@ -150,3 +151,12 @@ AttentionKernel a1_flash2(Format f) {
 }
 
 }  // namespace kvconf::kernels::cpu::attn
+
+namespace kvconf::kernels::cpu {
+
+// cpu.attn.a1_flash2.{f16,bf16,f32} (one line in kernels.def).
+void register_attention_flash2(Registry& r) {
+  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a1_flash2(f));
+}
+
+}  // namespace kvconf::kernels::cpu

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "cpu_kernels.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 namespace {
@@ -243,7 +244,7 @@ Reason paged_reason(const AttentionCall& c) {
 
 }  // namespace
 
-AttentionKernel a4_paged(Format f) {
+static AttentionKernel a4_paged(Format f) {
   if (f != Format::fp16) throw std::invalid_argument("a4_paged: the emulation is fp16 only");
   AttentionKernel k;
   k.info.name = "cpu.attn.a4_paged.f16";
@@ -269,3 +270,10 @@ AttentionKernel a4_paged(Format f) {
 }
 
 }  // namespace kvconf::kernels::cpu::attn
+
+namespace kvconf::kernels::cpu {
+
+// cpu.attn.a4_paged.f16 (one line in kernels.def).
+void register_attention_paged(Registry& r) { r.add(attn::a4_paged(Format::fp16)); }
+
+}  // namespace kvconf::kernels::cpu

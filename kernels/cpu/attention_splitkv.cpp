@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "cpu_kernels.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 namespace {
@@ -103,7 +104,7 @@ ref::AttentionPipeline decode_pipeline(Format f, const AttentionCall& c) {
 
 }  // namespace
 
-AttentionKernel a2_splitkv(Format f) {
+static AttentionKernel a2_splitkv(Format f) {
   AttentionKernel k;
   k.info.name = "cpu.attn.a2_splitkv." + fmt_suffix(f);
   k.info.in = f;
@@ -149,3 +150,12 @@ int num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks
 }
 
 }  // namespace kvconf::kernels::cpu::attn
+
+namespace kvconf::kernels::cpu {
+
+// cpu.attn.a2_splitkv.{f16,f32} (one line in kernels.def).
+void register_attention_splitkv(Registry& r) {
+  for (const Format f : {Format::fp16, Format::fp32}) r.add(attn::a2_splitkv(f));
+}
+
+}  // namespace kvconf::kernels::cpu

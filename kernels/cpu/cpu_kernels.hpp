@@ -1,12 +1,12 @@
-// Private to kvconf::kernels: the CPU backend's registration functions, one per kernel family.
+// The registration functions of the CPU kernel files (kernels.def), declared from the list.
 #pragma once
 
 #include "kvconf/kernels/registry.hpp"
 
 namespace kvconf::kernels::cpu {
 
-void register_gemm_kernels(Registry& r);       // gemm_*.cpp: G1–G4
-void register_norm_kernels(Registry& r);       // norm_*.cpp: R1, R2
-void register_attention_kernels(Registry& r);  // attention_*.cpp: A1, A2, A4, A6, A7
+#define KVCONF_CPU_KERNELS(fn) void fn(Registry& r);
+#include "kernels.def"
+#undef KVCONF_CPU_KERNELS
 
 }  // namespace kvconf::kernels::cpu

@@ -1,12 +1,12 @@
-// register_cpu_kernels(): every CPU-emulated kernel of notes/kernels.md, in a fixed order.
+// register_cpu_kernels(): every CPU-emulated kernel of notes/kernels.md, in the order of kernels.def.
 #include "cpu_kernels.hpp"
 
 namespace kvconf::kernels {
 
 void register_cpu_kernels(Registry& r) {
-  cpu::register_gemm_kernels(r);
-  cpu::register_norm_kernels(r);
-  cpu::register_attention_kernels(r);
+#define KVCONF_CPU_KERNELS(fn) cpu::fn(r);
+#include "kernels.def"
+#undef KVCONF_CPU_KERNELS
 }
 
 }  // namespace kvconf::kernels
