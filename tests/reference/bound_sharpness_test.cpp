@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "kvconf/kernels/registry.hpp"
 #include "kvconf/numerics/accumulate.hpp"
 #include "kvconf/reference/bounds.hpp"
+#include "kvconf/reference/norm.hpp"
 #include "kvconf/reference/oracle.hpp"
 
 namespace kvconf {
@@ -76,6 +78,47 @@ TEST(BoundSharpness, BlackBoxGemmReaches95Percent) {
   const AccumSpec spec{Format::fp16, Format::fp32, Format::fp16, false};
   const Sharpness s = measure(spec, AnyOrder{}, 1024, 0x1p-12, 0x1p-12 * (1.0 - 0x1p-10), 0x1p-11 * (1.0 - 0x1p-9));
   EXPECT_GT(s.error, 0.0);
+  EXPECT_LE(s.error, s.bound) << "the bound does not hold";
+  EXPECT_GE(s.ratio(), 0.95) << "error " << s.error << " bound " << s.bound;
+}
+
+// The RMSNorm family (reference/norm.hpp, Gemma's (1 + w) path of cpu.norm.r1.f16: one fp16 rounding of the output):
+// x alternates 1 + 2^-10 and 1 − 2^-10 (Σx²/d = 1 + 2^-20, so ρ = 1 − 2^-21 to first order) and 1 + w = 1 − 2^-11,
+// so y = (1 + 2^-10)(1 − 2^-11)ρ = 1 + 2^-11 − 2^-20 − ...: just under the midpoint between 1 and the next fp16, and
+// the kernel's y rounds down to 1, losing 2^-11·(1 − 2^-9 − ...) ≈ u16·|y|, which is the bound's leading term. The
+// bound's other terms are fp32 roundings and the rsqrt error, a few 2^-24 against 2^-11 (< 1%): at least 0.95.
+TEST(BoundSharpness, RmsNormOutputRoundingReaches95Percent) {
+  const kernels::Registry reg = kernels::cpu_registry();
+  const kernels::NormKernel* k = reg.find_norm("cpu.norm.r1.f16");
+  ASSERT_NE(k, nullptr);
+  const kernels::NormShape shape{1, 64};
+  ASSERT_FALSE(k->supports(shape).has_value());
+  kernels::NormParams params;
+  params.eps = 0.0f;
+  params.one_plus_weight = true;
+  std::vector<float> x(shape.d), w(shape.d, -0x1p-11f), y(shape.d);
+  for (std::size_t i = 0; i < shape.d; ++i) x[i] = i % 2 == 0 ? 1.0f + 0x1p-10f : 1.0f - 0x1p-10f;
+  k->run(shape, params, x, w, y);
+  const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end());
+  ref::OracleOptions o;
+  o.out = Format::fp16;
+  const ref::RmsNormResult exact = ref::rms_norm(xd, wd, 1, shape.d, 0.0, true, Format::fp16, o);
+  const kernels::NormPath path = k->path(shape);
+  ref::RmsNormErrorInputs in;
+  in.d = shape.d;
+  in.sum_sq = exact.sum_sq[0];
+  in.eps = 0.0;
+  in.sum_terms = ref::dot_error_terms(path.spec, path.order, shape.d, 1.0 + 0x1p-10);
+  in.rsqrt_rel_error = path.rsqrt_rel_error;
+  in.one_plus_weight = true;
+  in.out = Format::fp16;
+  const ref::RmsNormErrorTerms terms = ref::rms_norm_error_terms(in);
+  Sharpness s;
+  s.error = std::fabs(static_cast<double>(y[0]) - exact.approx[0]);
+  s.bound = terms.at(std::fabs(exact.approx[0]) * (1.0 + 0x1p-51), 1.0 - 0x1p-11);
+  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
+  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
+  EXPECT_EQ(y[0], 1.0f) << "the construction must round down to 1";
   EXPECT_LE(s.error, s.bound) << "the bound does not hold";
   EXPECT_GE(s.ratio(), 0.95) << "error " << s.error << " bound " << s.bound;
 }
