@@ -66,7 +66,6 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-// Shortest "%g" text of a number: 0 -> "0", 1.5 -> "1.5".
 engine::Sampler make_sampler(const GenerateCliOptions& o) {
   engine::Sampler s;
   s.strategy = engine::parse_strategy(o.strategy);  // std::invalid_argument listing the choices

@@ -39,10 +39,10 @@ std::filesystem::path default_golden_dir(const std::string& device);  // KVCONF_
 // The configuration of a GPU device's baselines (golden/baselines/<device>/): the GPU profiles, same fixtures.
 GoldenConfig gpu_golden_config();
 
-// The quick kernel sweep over every CPU kernel (what kernels.json holds), or over the GPU registry's kernels.
 // The kernels the golden kernel file covers: the GPU registry, or the CPU registry plus the black-box probes
 // (kernels::black_box_probe_registry: the black-box bounds pinned on the CPU's deterministic arithmetic).
 kernels::Registry golden_registry(bool gpu = false);
+// The quick kernel sweep over golden_registry(gpu) (what kernels.json holds).
 std::vector<conformance::KernelCaseRecord> golden_kernel_records(bool gpu = false);
 // The run pairs of one profile over every fixture (what tokens-<profile>.json holds); work files go to a temporary
 // folder that is removed afterwards.

@@ -162,13 +162,16 @@ int run(const KernelsCliOptions& o) {
                      "another --out");
   }
   JsonlStore store = protocol::open_kernel_store(o.out / "kernels.jsonl", o.resume);
+  // The finished records, parsed once: each must be an item of this sweep.
   std::set<std::string> planned;
   for (const auto* it : mine) planned.insert(it->key());
+  std::vector<KernelCaseRecord> records;
   for (const json& j : store.records()) {
-    const std::string key = protocol::kernel_record_key(j);
-    if (!planned.count(key))
-      throw BadInput("--resume: " + store.file().string() + " holds '" + key +
+    KernelCaseRecord r = conformance::kernel_case_from_json(j);
+    if (!planned.count(r.key()))
+      throw BadInput("--resume: " + store.file().string() + " holds '" + r.key() +
                      "', which is not in this sweep (other --filter/--quick/--shard?); choose another --out");
+    records.push_back(std::move(r));
   }
   manifest["kernels"] = mine_manifest;
   engine::write_file_atomic(manifest_file, manifest.dump(2) + "\n");
@@ -181,12 +184,9 @@ int run(const KernelsCliOptions& o) {
   std::printf("%-26s %-52s %-14s %-22s %-9s %-9s %s\n", "kernel", "case", "rules", "error (rule)", "bound", "headroom",
               "cache ON vs OFF (max ulp, differing/elements)");
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<KernelCaseRecord> records;
-  std::size_t ran = 0, resumed = 0;
-  for (const json& j : store.records()) records.push_back(conformance::kernel_case_from_json(j));
-  resumed = records.size();
+  const std::size_t resumed = records.size();
   for (const auto& r : records) print_row(r);
-  ran = protocol::run_kernel_sweep(reg, so, mine, store, [&records](KernelCaseRecord&& r) {
+  const std::size_t ran = protocol::run_kernel_sweep(reg, so, mine, store, [&records](KernelCaseRecord&& r) {
     print_row(r);
     records.push_back(std::move(r));
   });

@@ -76,8 +76,7 @@ std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::Sw
   JsonlStore store = protocol::open_kernel_store(out / "kernels.jsonl", resume);
   std::vector<const conformance::SweepItem*> planned;
   for (const auto& item : items) planned.push_back(&item);
-  const std::size_t ran = protocol::run_kernel_sweep(reg, so, planned, store);
-  return ran;
+  return protocol::run_kernel_sweep(reg, so, planned, store);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 // The conformance case tables (GEMM, projection, RMSNorm, attention), their stable ids, per-rule seeds
 // (FNV-1a of "rule/id", KVCONF_SEED overrides) and the seeded input generators.
-#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/conformance/cases.hpp"
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <stdexcept>
 
 #include "kvconf/kernels/fast_fp.hpp"
+#include "kvconf/numerics/number_text.hpp"
 
 namespace kvconf::conformance {
 
@@ -152,10 +152,6 @@ std::string AttentionCase::id() const {
   return id;
 }
 
-// GEMM: decode (m = 1, the GEMV paths) and prefill shapes, reduction lengths of the models in scope
-// (1024 … 4096; the real MLP and hidden reductions Llama-2 11008, Gemma-2 2304 and Mistral 14336 at M = 1 by
-// default, prefill-sized slow), split-K-prone tall-k shapes. 11008 and 2304 are not multiples of the 512-deep
-// split-K slice, and K = 1000 of neither the 64-deep tiles nor the GEMV's 64 half2 lanes: the tails run.
 GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d, bool slow) {
   GemmCase c;
   c.shape = {m, n, k};
@@ -175,6 +171,10 @@ ProjectionCase projection_case(std::size_t prompt, std::size_t total, std::size_
   return c;
 }
 
+// GEMM: decode (m = 1, the GEMV paths) and prefill shapes, reduction lengths of the models in scope
+// (1024 … 4096; the real MLP and hidden reductions Llama-2 11008, Gemma-2 2304 and Mistral 14336 at M = 1 by
+// default, prefill-sized slow), split-K-prone tall-k shapes. 11008 and 2304 are not multiples of the 512-deep
+// split-K slice, and K = 1000 of neither the 64-deep tiles nor the GEMV's 64 half2 lanes: the tails run.
 std::vector<GemmCase> gemm_cases() {
   return {
       gemm(1, 256, 1024, Data::normal),

@@ -34,20 +34,11 @@ TEST_P(ModelConformance, FlipsAreNearTies) {
     RecordProperty(p.id + ".flip_index", run.flip ? static_cast<int>(*run.flip) : -1);
     RecordProperty(p.id + ".mean_kl", num17(run.mean_kl()));
     diverged += run.diverged();
-    RunPairRecord rec;
-    rec.model = "fixture:" + c.fixture;
-    rec.profile = c.profile;
-    rec.strategy = engine::strategy_key(c.strategy);
-    rec.prompt_id = p.id;
-    rec.seed = o.sampler.seed;
-    rec.free = regime_record(run);
-    rec.rules = r;
-    records.push_back(std::move(rec));
+    records.push_back(pair_record(c, c.profile, p.id, o.sampler.seed, run));
+    records.back().rules = r;
   }
   RecordProperty("divergence_rate", num17(static_cast<double>(diverged) / static_cast<double>(prompts.size())));
-  std::vector<const RunPairRecord*> pairs;
-  for (const auto& rec : records) pairs.push_back(&rec);
-  const RuleVerdict v = flips_are_near_ties(model_rule_suite("fixture:" + c.fixture, c.profile), pairs);
+  const RuleVerdict v = flips_are_near_ties(model_rule_suite("fixture:" + c.fixture, c.profile), record_ptrs(records));
   record_verdict(v);
   EXPECT_TRUE(v.pass) << v.detail;
 }

@@ -47,18 +47,8 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
                   o.sampler.name().c_str());
     RecordProperty(p.id + ".fp32_mean_kl", num17(r32.mean_kl()));
     RecordProperty(p.id + ".fp16_mean_kl", num17(r16.mean_kl()));
-    const auto add = [&](std::vector<RunPairRecord>& into, const analysis::PairedRun& run, const std::string& profile) {
-      RunPairRecord r;
-      r.model = "fixture:" + c.fixture;
-      r.profile = profile;
-      r.strategy = engine::strategy_key(c.strategy);
-      r.prompt_id = p.id;
-      r.seed = o.sampler.seed;
-      r.free = regime_record(run);
-      into.push_back(std::move(r));
-    };
-    add(rec32, r32, c.profile);
-    add(rec16, r16, partner(c.profile));
+    rec32.push_back(pair_record(c, c.profile, p.id, o.sampler.seed, r32));
+    rec16.push_back(pair_record(c, partner(c.profile), p.id, o.sampler.seed, r16));
     // The claim is about the runs where fp16 diverges: only there is the noise floor needed.
     if (r16.diverged()) {
       rec32.back().fp32_kl_floor = fp32_kl_floor(r32, ctx_reordered);
@@ -66,9 +56,7 @@ TEST_P(Fp32Conformance, TokensIdenticalAndKlNegligible) {
     }
   }
   RecordProperty("fp16_divergence_rate", num17(static_cast<double>(diverged16) / static_cast<double>(prompts.size())));
-  std::vector<const RunPairRecord*> p32, p16;
-  for (const auto& r : rec32) p32.push_back(&r);
-  for (const auto& r : rec16) p16.push_back(&r);
+  const std::vector<const RunPairRecord*> p32 = record_ptrs(rec32), p16 = record_ptrs(rec16);
   const std::string suite = model_rule_suite("fixture:" + c.fixture, c.profile);
   const RuleVerdict tokens = fp32_tokens_identical(suite, p32);
   record_verdict(tokens);

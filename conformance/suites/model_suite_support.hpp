@@ -82,6 +82,26 @@ struct ModelParamName {
   }
 };
 
+// One prompt's free-running pair as the protocol records it (model "fixture:<name>"): what the model rules read.
+inline RunPairRecord pair_record(const ModelCase& c, const std::string& profile, const std::string& prompt_id,
+                                 std::uint64_t sample_seed, const analysis::PairedRun& run) {
+  RunPairRecord r;
+  r.model = "fixture:" + c.fixture;
+  r.profile = profile;
+  r.strategy = engine::strategy_key(c.strategy);
+  r.prompt_id = prompt_id;
+  r.seed = sample_seed;
+  r.free = regime_record(run);
+  return r;
+}
+
+// Pointers to the records, as the model rules take them.
+inline std::vector<const RunPairRecord*> record_ptrs(const std::vector<RunPairRecord>& records) {
+  std::vector<const RunPairRecord*> out;
+  for (const auto& r : records) out.push_back(&r);
+  return out;
+}
+
 // A model rule's verdict (model_rules.hpp, the reports' implementation) as "<Rule>.error|bound|headroom" properties
 // (measured and threshold as the report states them), "<Rule>.skipped" when not applied, and one line on stdout.
 inline void record_verdict(const RuleVerdict& v) {

@@ -1,6 +1,5 @@
 // Decoding strategies (greedy, top-k, top-p with temperature) and the per-step uniform draw shared by both paths of a
 // comparison. The order of operations follows HF generate: logits / T, then the top-k or top-p filter, then softmax.
-#include "kvconf/numerics/number_text.hpp"
 #include "kvconf/engine/sampling.hpp"
 
 #include <algorithm>
@@ -11,10 +10,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kvconf/numerics/number_text.hpp"
+
 namespace kvconf::engine {
 namespace {
 
-// Shortest "%g"-style text of a parameter: 1 -> "1", 0.9 -> "0.9", 0.75 -> "0.75".
 // Arg-max, lowest index on ties; NaN entries are never chosen (0 when every entry is NaN).
 int argmax(std::span<const float> logits) {
   std::size_t best = logits.size();

@@ -173,17 +173,4 @@ ref::AttentionPipeline base_pipeline(Format f) {
   return p;
 }
 
-std::string fmt_suffix(Format f) {
-  switch (f) {
-    case Format::fp16:
-      return "f16";
-    case Format::bf16:
-      return "bf16";
-    case Format::fp32:
-      return "f32";
-    default:
-      throw std::invalid_argument("kvconf attention: formats are fp16, bf16 or fp32");
-  }
-}
-
 }  // namespace kvconf::kernels::cpu::attn

@@ -151,9 +151,6 @@ Reason flash2_reason(const AttentionCall& c);
 // The pipeline fields every fp32-softmax kernel of format f shares (formats, exp/tanh errors).
 ref::AttentionPipeline base_pipeline(Format f);
 
-// Name suffix of a format: "f16", "bf16", "f32".
-std::string fmt_suffix(Format f);
-
 // FA2's split count for split-KV decode (flash_api.cpp num_splits_heuristic, notes/kernels.md §2.2): shared by the CPU
 // A2 emulation and the CUDA split-KV kernel, so both plan the same splits (attention_splitkv.cpp).
 int num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits);

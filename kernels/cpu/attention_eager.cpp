@@ -132,7 +132,7 @@ ref::AttentionPipeline eager_pipeline(Format f, const AttentionCall& c) {
 
 static AttentionKernel a6_eager(Format f) {
   AttentionKernel k;
-  k.info.name = "cpu.attn.a6_eager." + fmt_suffix(f);
+  k.info.name = "cpu.attn.a6_eager." + format_suffix(f);
   k.info.in = f;
   k.info.acc = Format::fp32;
   k.info.out = f;

@@ -81,7 +81,7 @@ ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
 
 static AttentionKernel a7_fixedsplit(Format f) {
   AttentionKernel k;
-  k.info.name = "cpu.attn.a7_fixedsplit." + fmt_suffix(f);
+  k.info.name = "cpu.attn.a7_fixedsplit." + format_suffix(f);
   k.info.in = f;
   k.info.acc = Format::fp32;
   k.info.out = f;

@@ -134,7 +134,7 @@ ref::AttentionPipeline flash2_standard_pipeline(Format f, const AttentionCall& c
 
 static AttentionKernel a1_flash2(Format f) {
   AttentionKernel k;
-  k.info.name = "cpu.attn.a1_flash2." + fmt_suffix(f);
+  k.info.name = "cpu.attn.a1_flash2." + format_suffix(f);
   k.info.in = f;
   k.info.acc = Format::fp32;
   k.info.out = f;

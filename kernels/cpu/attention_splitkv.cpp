@@ -106,7 +106,7 @@ ref::AttentionPipeline decode_pipeline(Format f, const AttentionCall& c) {
 
 static AttentionKernel a2_splitkv(Format f) {
   AttentionKernel k;
-  k.info.name = "cpu.attn.a2_splitkv." + fmt_suffix(f);
+  k.info.name = "cpu.attn.a2_splitkv." + format_suffix(f);
   k.info.in = f;
   k.info.acc = Format::fp32;
   k.info.out = f;

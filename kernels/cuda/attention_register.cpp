@@ -18,8 +18,6 @@ using cpu::attn::blocks_touched;
 using cpu::attn::KeyRange;
 using cpu::attn::visible_keys;
 
-std::string suffix(Format f) { return f == Format::fp16 ? "f16" : "f32"; }
-
 Reason cuda_reason(const AttentionCall& c) {
   if (auto r = gpu_unavailable()) return r;
   if (Reason r = cpu::attn::shape_reason(c)) return r;
@@ -115,20 +113,20 @@ AttentionKernel make(AttnVariant v, Format f) {
       "the oracle and the other kernels by the bounds only";
   switch (v) {
     case AttnVariant::simple:
-      k.info.name = "cuda.attn.simple." + suffix(f);
+      k.info.name = "cuda.attn.simple." + format_suffix(f);
       k.info.cache_invariant = true;  // a row's arithmetic depends only on its visible keys
       k.info.mirrors = "plain CUDA attention, one (row, head) per block: max, sum, p = e/l, fp32 PV" + bounds_only;
       k.pipeline = [f](const AttentionCall&) { return simple_pipeline(f); };
       break;
     case AttnVariant::flash2:
-      k.info.name = "cuda.attn.flash2." + suffix(f);
+      k.info.name = "cuda.attn.flash2." + format_suffix(f);
       k.info.cache_invariant = true;  // same kernel and Bc for every call, blocks aligned at key 0 (as A1)
       k.info.mirrors =
           "A1 order (FA2 standard forward, Bc 128 (d<=64) / 64, online softmax, P cast before PV)" + bounds_only;
       k.pipeline = [f](const AttentionCall& c) { return flash2_pipeline(f, c); };
       break;
     case AttnVariant::splitkv:
-      k.info.name = "cuda.attn.splitkv." + suffix(f);
+      k.info.name = "cuda.attn.splitkv." + format_suffix(f);
       k.info.cache_invariant = false;  // decode splits by capacity and block_n; prefill runs flash2
       k.info.mirrors =
           "A2 order (FA2 split-KV decode, num_splits_heuristic at 132 SMs, fp32 combine; prefill = "
@@ -139,7 +137,7 @@ AttentionKernel make(AttnVariant v, Format f) {
       };
       break;
     case AttnVariant::invariant:
-      k.info.name = "cuda.attn.invariant." + suffix(f);
+      k.info.name = "cuda.attn.invariant." + format_suffix(f);
       k.info.cache_invariant = true;  // one kernel, one Bc, splits of 256 absolute positions, fixed combine
       k.info.mirrors = "A7 order (fixed split 256 aligned at key 0, A1 inside, FA2 combine)" + bounds_only;
       k.pipeline = [f](const AttentionCall& c) { return invariant_pipeline(f, c); };

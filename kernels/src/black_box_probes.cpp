@@ -11,8 +11,6 @@ namespace {
 
 constexpr Format kFormats[] = {Format::fp32, Format::bf16, Format::fp16};
 
-const char* suffix(Format f) { return f == Format::fp32 ? "f32" : f == Format::bf16 ? "bf16" : "f16"; }
-
 template <class K>
 K probe_of(const K* base, const std::string& name, const std::string& base_name) {
   if (base == nullptr) throw std::logic_error("black_box_probe_registry: no CPU kernel " + base_name);
@@ -39,16 +37,16 @@ Registry black_box_probe_registry() {
   const Registry cpu = cpu_registry();
   Registry r;
   for (Format f : kFormats) {
-    const std::string gemm = std::string("cpu.gemm.g1.") + suffix(f);
-    GemmKernel g = probe_of(cpu.find_gemm(gemm), std::string("probe.blackbox.gemm.") + suffix(f), gemm);
+    const std::string gemm = std::string("cpu.gemm.g1.") + format_suffix(f);
+    GemmKernel g = probe_of(cpu.find_gemm(gemm), std::string("probe.blackbox.gemm.") + format_suffix(f), gemm);
     g.path = [f](const GemmShape&) { return black_box_gemm_path(f, f); };
     r.add(std::move(g));
   }
   for (Format f : kFormats)
     for (const bool cuda : {false, true}) {
-      const std::string norm = std::string("cpu.norm.r1.") + suffix(f);
-      NormKernel n =
-          probe_of(cpu.find_norm(norm), std::string("probe.blackbox.norm") + (cuda ? "_cuda." : ".") + suffix(f), norm);
+      const std::string norm = std::string("cpu.norm.r1.") + format_suffix(f);
+      NormKernel n = probe_of(cpu.find_norm(norm),
+                              std::string("probe.blackbox.norm") + (cuda ? "_cuda." : ".") + format_suffix(f), norm);
       n.path = [f, cuda](const NormShape&) {
         NormPath p = black_box_norm_path(f);
         if (cuda) p.rsqrt_rel_error = kCudaRsqrtRelError;
@@ -58,9 +56,9 @@ Registry black_box_probe_registry() {
     }
   for (Format f : kFormats)
     for (const ExpBudget& e : kExpBudgets) {
-      const std::string attn = std::string("cpu.attn.a1_flash2.") + suffix(f);
-      AttentionKernel a =
-          probe_of(cpu.find_attention(attn), std::string("probe.blackbox.attn.") + suffix(f) + "." + e.name, attn);
+      const std::string attn = std::string("cpu.attn.a1_flash2.") + format_suffix(f);
+      AttentionKernel a = probe_of(cpu.find_attention(attn),
+                                   std::string("probe.blackbox.attn.") + format_suffix(f) + "." + e.name, attn);
       const KernelInfo info = a.info;
       a.pipeline = [info, e](const AttentionCall& c) {
         ref::AttentionPipeline p = black_box_attention_pipeline(info, c, e.rel, e.abs);

@@ -41,6 +41,19 @@ const AttentionKernel* Registry::find_attention(std::string_view name) const { r
 
 std::vector<std::string> Registry::names() const { return names_; }
 
+std::string format_suffix(Format f) {
+  switch (f) {
+    case Format::fp16:
+      return "f16";
+    case Format::bf16:
+      return "bf16";
+    case Format::fp32:
+      return "f32";
+    default:
+      throw std::invalid_argument("kvconf kernels: kernel formats are fp16, bf16 or fp32");
+  }
+}
+
 Registry cpu_registry() {
   Registry r;
   register_cpu_kernels(r);

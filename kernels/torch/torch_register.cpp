@@ -24,7 +24,6 @@ using torch_ops::Calling;
 using torch_ops::Device;
 using torch_ops::Sdpa;
 
-const char* suffix(Format f) { return f == Format::fp32 ? "f32" : f == Format::bf16 ? "bf16" : "f16"; }
 const char* sdpa_name(Sdpa b) {
   switch (b) {
     case Sdpa::flash:
@@ -88,7 +87,8 @@ std::string prefix(Device dev) { return dev == Device::cuda ? "torch.cuda." : "t
 
 GemmKernel linear_kernel(Format f, Device dev = Device::cpu) {
   GemmKernel k;
-  k.info = info_of(prefix(dev) + "gemm.linear." + suffix(f), f, "at::linear (nn.Linear's projection)", "torch", dev);
+  k.info =
+      info_of(prefix(dev) + "gemm.linear." + format_suffix(f), f, "at::linear (nn.Linear's projection)", "torch", dev);
   k.supports = [dev](const GemmShape&) -> Reason { return torch_ops::unavailable(dev); };
   k.path = [f](const GemmShape&) { return black_box_gemm_path(f, f); };
   k.run = [f, dev](const GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
@@ -99,8 +99,8 @@ GemmKernel linear_kernel(Format f, Device dev = Device::cpu) {
 
 NormKernel norm_kernel(Format f, Device dev = Device::cpu) {
   NormKernel k;
-  k.info = info_of(prefix(dev) + "norm.hf_rms." + suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops", "torch",
-                   dev);
+  k.info = info_of(prefix(dev) + "norm.hf_rms." + format_suffix(f), f, "HF LlamaRMSNorm / Gemma2RMSNorm in torch ops",
+                   "torch", dev);
   k.supports = [dev](const NormShape&) -> Reason { return torch_ops::unavailable(dev); };
   k.path = [f, dev](const NormShape&) {
     NormPath p = black_box_norm_path(f);
@@ -148,7 +148,7 @@ std::string torch_description() { return torch_ops::description(); }
 void register_torch_kernels(Registry& r) {
   for (Sdpa b : {Sdpa::flash, Sdpa::math})
     for (Format f : kFormats)
-      r.add(sdpa_kernel(std::string("torch.attn.sdpa_") + sdpa_name(b) + "." + suffix(f), b, f, Calling::correct,
+      r.add(sdpa_kernel(std::string("torch.attn.sdpa_") + sdpa_name(b) + "." + format_suffix(f), b, f, Calling::correct,
                         std::string("at::scaled_dot_product_attention, ") + sdpa_name(b) + " backend forced"));
   for (Format f : kFormats) r.add(linear_kernel(f));
   for (Format f : kFormats) r.add(norm_kernel(f));
@@ -165,7 +165,8 @@ std::optional<std::string> torch_cuda_unavailable() { return torch_ops::unavaila
 void register_torch_cuda_kernels(Registry& r) {
   for (Sdpa b : {Sdpa::flash, Sdpa::efficient, Sdpa::cudnn, Sdpa::math})
     for (Format f : kFormats)
-      r.add(sdpa_kernel(std::string("torch.cuda.attn.sdpa_") + sdpa_name(b) + "." + suffix(f), b, f, Calling::correct,
+      r.add(sdpa_kernel(std::string("torch.cuda.attn.sdpa_") + sdpa_name(b) + "." + format_suffix(f), b, f,
+                        Calling::correct,
                         std::string("at::scaled_dot_product_attention on CUDA, ") + sdpa_name(b) + " backend forced",
                         "torch", Device::cuda));
   for (Format f : kFormats) r.add(linear_kernel(f, Device::cuda));

@@ -5,10 +5,9 @@
 
 namespace kvconf::protocol {
 
-std::string kernel_record_key(const nlohmann::json& record) { return conformance::kernel_case_from_json(record).key(); }
-
 JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume) {
-  return JsonlStore(file, resume, kernel_record_key);
+  return JsonlStore(file, resume,
+                    [](const nlohmann::json& record) { return conformance::kernel_case_from_json(record).key(); });
 }
 
 std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::SweepOptions& so,

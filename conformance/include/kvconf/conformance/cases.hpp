@@ -52,13 +52,13 @@ struct AttentionCase {
   std::string id() const;  // "q16_kv128_d128_h8_gqa2_causal_win0_cap0_sc0_normal"
 };
 
-// The standard tables (fast and slow cases). Head dims 64/128/256, lengths 1…4096, GQA 1/2/4/8, causal and
-// not, windows, softcap, adversarial data.
 // One case each (the tables below and the kernel sweep's quick set are built from these).
 GemmCase gemm_case(std::size_t m, std::size_t n, std::size_t k, Data d = Data::normal, bool slow = false);
 ProjectionCase projection_case(std::size_t prompt, std::size_t total, std::size_t n, std::size_t k, Data d,
                                bool slow = false);
 
+// The standard tables (fast and slow cases). Head dims 64/128/256, lengths 1…4096, GQA 1/2/4/8, causal and
+// not, windows, softcap, adversarial data.
 std::vector<GemmCase> gemm_cases();
 std::vector<ProjectionCase> projection_cases();
 std::vector<NormCase> norm_cases();

@@ -22,6 +22,10 @@ namespace kvconf::kernels {
 // Why a kernel does not support a case (becomes GTEST_SKIP); nullopt = supported.
 using Reason = std::optional<std::string>;
 
+// The format part of a kernel name: "f16", "bf16", "f32" ("cpu.attn.a1_flash2.f16"); std::invalid_argument for
+// another format (kernels come in these three).
+std::string format_suffix(Format f);
+
 struct KernelInfo {
   std::string name;             // stable id: "cpu.gemm.g1.f16", "cpu.attn.a1_flash2.f16"
   std::string backend = "cpu";  // "cpu", "cuda", "cublas", "torch", "plugin", "mutant"

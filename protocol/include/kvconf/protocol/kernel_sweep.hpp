@@ -4,8 +4,6 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
-#include <nlohmann/json.hpp>
-#include <string>
 #include <vector>
 
 #include "kvconf/conformance/records.hpp"
@@ -14,11 +12,8 @@
 
 namespace kvconf::protocol {
 
-// The key of a stored kernel-case record: its KernelCaseRecord::key() ("kernel|case_id"); a record that does not
-// parse throws naming the field.
-std::string kernel_record_key(const nlohmann::json& record);
-
-// A JsonlStore of kernel-case records at `file` (resume: keep what is there).
+// A JsonlStore of kernel-case records at `file` (resume: keep what is there), keyed by KernelCaseRecord::key()
+// ("kernel|case_id"); a stored record that does not parse throws naming the field.
 JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume);
 
 // Runs every item `store` does not hold yet, in order, appending each record as it finishes (so an interrupted sweep
