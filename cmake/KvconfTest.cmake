@@ -47,45 +47,29 @@ function(kvconf_add_test)
     PROPERTIES LABELS "${_labels}${_sep}slow" TIMEOUT 3600)
 endfunction()
 
-# kvconf_add_batched_test(NAME name PREFIX Torch/gemm BATCHES k1 k2 ... SOURCES ... LIBS ... LABELS ... [TIMEOUT s])
-# One GoogleTest executable run as one CTest case per batch instead of one per GoogleTest case: <PREFIX>/<batch> runs
-# every case named */<batch>__* (a kernel's cases: `<kernel>__<case_id>`), <PREFIX>/<batch>/Slow its Slow ones (label
-# slow), <PREFIX>/other every case no batch selects (the registry tests; it may select none). For executables whose start-up dominates a case: a libtorch process
-# spends ~0.35 s in libtorch's static initialisers before its first case. Each batch writes GoogleTest XML (every
-# case's error/bound/headroom properties) to <build>/gtest-xml/<name>.<batch>.xml; its output lists every check.
-# A batch that selects no case fails; one whose cases all skip (no libtorch in a non-ci build) is reported skipped.
+# kvconf_add_batched_test(NAME name PREFIX Torch/gemm SOURCES ... LIBS ... LABELS ... [TIMEOUT s])
+# One GoogleTest executable run as one CTest case per kernel instead of one per GoogleTest case: <PREFIX>/<kernel>
+# runs every case named */<kernel>__* (a kernel's cases: `<kernel>__<case_id>`), <PREFIX>/<kernel>/Slow its Slow ones
+# (label slow), <PREFIX>/other every case no kernel selects (the registry tests; it may select none). The kernels are
+# read from the executable's own case list when ctest lists the tests (cmake/KvconfBatchDiscovery.cmake), so the
+# registry is the only list. For executables whose start-up dominates a case: a libtorch process spends ~0.35 s in
+# libtorch's static initialisers before its first case. Each batch writes GoogleTest XML (every case's
+# error/bound/headroom properties) to <build>/gtest-xml/<name>.<kernel>.xml; its output lists every check. A batch
+# that selects no case fails; one whose cases all skip (no libtorch in a non-ci build) is reported skipped.
 function(kvconf_add_batched_test)
-  cmake_parse_arguments(T "" "NAME;PREFIX;TIMEOUT" "SOURCES;LIBS;LABELS;BATCHES" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;PREFIX;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
   _kvconf_test_executable(${T_NAME} "${T_SOURCES}" "${T_LIBS}")
-  set(_xml ${PROJECT_BINARY_DIR}/gtest-xml)
-  set(_props SKIP_REGULAR_EXPRESSION "\\[  PASSED  \\] 0 tests\\.[\r\n]+\\[  SKIPPED \\]"
-             FAIL_REGULAR_EXPRESSION "\\[==========\\] 0 tests from 0 test suites ran")
-  set(_rest "*:-")
-  foreach(_b ${T_BATCHES})
-    string(APPEND _rest "*/${_b}__*:")
-  endforeach()
-  foreach(_b ${T_BATCHES} other)
-    if(_b STREQUAL "other")
-      set(_fast "${_rest}")
-      unset(_slow)
-    else()
-      set(_fast "*/${_b}__*:-*Slow*")
-      set(_slow "*/${_b}__*Slow*")
-    endif()
-    add_test(NAME ${T_PREFIX}/${_b} COMMAND ${T_NAME} --gtest_filter=${_fast}
-             --gtest_output=xml:${_xml}/${T_NAME}.${_b}.xml)
-    if(_b STREQUAL "other")
-      set_tests_properties(${T_PREFIX}/${_b} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
-    else()
-      set_tests_properties(${T_PREFIX}/${_b} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ${_props})
-    endif()
-    if(DEFINED _slow)
-      add_test(NAME ${T_PREFIX}/${_b}/Slow COMMAND ${T_NAME} --gtest_filter=${_slow}
-               --gtest_output=xml:${_xml}/${T_NAME}.${_b}.slow.xml)
-      set_tests_properties(${T_PREFIX}/${_b}/Slow PROPERTIES LABELS "${T_LABELS};slow" TIMEOUT 3600 ${_props})
-    endif()
-  endforeach()
+  set(_include ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_batches_include.cmake)
+  file(GENERATE OUTPUT ${_include} CONTENT "set(KVCONF_BATCH_EXE [==[$<TARGET_FILE:${T_NAME}>]==])
+set(KVCONF_BATCH_PREFIX [==[${T_PREFIX}]==])
+set(KVCONF_BATCH_LABELS [==[${T_LABELS}]==])
+set(KVCONF_BATCH_TIMEOUT ${T_TIMEOUT})
+set(KVCONF_BATCH_XML [==[${PROJECT_BINARY_DIR}/gtest-xml/${T_NAME}]==])
+set(KVCONF_BATCH_LIST [==[${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_batches.cmake]==])
+include([==[${PROJECT_SOURCE_DIR}/cmake/KvconfBatchDiscovery.cmake]==])
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_include})
 endfunction()

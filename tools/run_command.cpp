@@ -22,7 +22,7 @@
 #include "progress.hpp"
 #include "kvconf/protocol/kernel_sweep.hpp"
 #include "kvconf/protocol/result_store.hpp"
-#include "run_plan.hpp"
+#include "kvconf/protocol/run_plan.hpp"
 #include "selfcheck.hpp"
 #include "protocol_names.hpp"
 

@@ -1,4 +1,4 @@
-// `kvconf run`: the main job on the built-in default (run_plan.hpp): the self-checks, the quick kernel sweep and the
+// `kvconf run`: the main job on the built-in default (kvconf/protocol/run_plan.hpp): the self-checks, the quick kernel sweep and the
 // paper's protocol on the built-in fixtures, a summary table on the terminal and the full report in --out.
 #pragma once
 

@@ -9,8 +9,7 @@ kvconf_add_test(NAME conformance_propagation_test
   LIBS kvconf::conformance kvconf::kernel_mutants kvconf::kernels kvconf::reference
   LABELS equivalence attention)
 # The propagation suite over the libtorch kernels: Torch/PropagationConformance..., one CTest case per kernel.
-get_property(_torch_attn GLOBAL PROPERTY KVCONF_TORCH_ATTN_IDS)
-kvconf_add_batched_test(NAME conformance_torch_propagation_test PREFIX Torch/propagation BATCHES ${_torch_attn}
+kvconf_add_batched_test(NAME conformance_torch_propagation_test PREFIX Torch/propagation
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/propagation_test.cpp
   LIBS kvconf::conformance kvconf::kernel_mutants kvconf::kernels kvconf::kernels_torch kvconf::reference
   LABELS equivalence attention)

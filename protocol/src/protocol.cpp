@@ -91,7 +91,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     rec.seed = w.seed;
     rec.max_new_tokens = o.max_new_tokens;
     rec.prompt_tokens = p.ids.size();
-    analysis::PairOptions po = detail::pair_options(o, w, p.id);
+    analysis::PairOptions po = detail::pair_options(o, setup, w, p.id);
     po.layer_drift = o.layer_drift;
     engine::Context& c = *ctx.at(w.profile);
     analysis::PairedRun free, teacher;

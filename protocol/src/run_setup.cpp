@@ -27,23 +27,34 @@ std::string read_file(const fs::path& file) {
   return ss.str();
 }
 
-void check_options(const ProtocolOptions& o) {
+// The options that need no file, checked and parsed in one pass: each profile name is looked up once (and its
+// kernels resolved against s.registry), each strategy parsed once; the rest is range-checked here and used as given.
+void resolve_options(const ProtocolOptions& o, RunSetup& s) {
   if (o.profiles.empty()) throw BadInput("--profile: no profile given (e.g. fp16-eager)");
-  for (const std::string& p : o.profiles) try {
-      engine::find_profile(p);
+  for (const std::string& p : o.profiles) {
+    if (s.kernels.count(p)) throw BadInput("--profile: a profile is listed twice");
+    const engine::Profile* profile = nullptr;
+    try {
+      profile = &engine::find_profile(p);
     } catch (const std::invalid_argument& e) {
       throw BadInput(std::string("--profile: ") + e.what());
     }
+    try {
+      s.kernels.emplace(p, engine::resolve(*profile, *s.registry));
+    } catch (const std::invalid_argument& e) {
+      throw BadInput("--profile " + p + ": " + e.what());
+    }
+  }
   if (o.strategies.empty()) throw BadInput("--strategies: no strategy given (greedy, topk, topp)");
-  for (const std::string& s : o.strategies) try {
-      engine::parse_strategy(s);
+  for (const std::string& st : o.strategies) {
+    if (s.strategies.count(st)) throw BadInput("--strategies: a strategy is listed twice");
+    try {
+      s.strategies.emplace(st, engine::parse_strategy(st));
     } catch (const std::invalid_argument& e) {
       throw BadInput(std::string("--strategies: ") + e.what());
     }
-  const std::set<std::string> pu(o.profiles.begin(), o.profiles.end()), su(o.strategies.begin(), o.strategies.end());
+  }
   const std::set<std::uint64_t> seu(o.seeds.begin(), o.seeds.end());
-  if (pu.size() != o.profiles.size()) throw BadInput("--profile: a profile is listed twice");
-  if (su.size() != o.strategies.size()) throw BadInput("--strategies: a strategy is listed twice");
   if (o.seeds.empty()) throw BadInput("--seeds: no seed given (e.g. 0-4)");
   if (seu.size() != o.seeds.size()) throw BadInput("--seeds: a seed is listed twice");
   if (o.n == 0) throw BadInput("--n must be >= 1 (got 0)");
@@ -107,15 +118,10 @@ bool RunSetup::is_reference(const std::string& profile) const {
 }
 
 RunSetup load_run(const ProtocolOptions& o, const json& extra) {
-  check_options(o);
   RunSetup s;
-  s.src = resolve_model(o);
   s.registry = std::make_unique<kernels::Registry>(kernels::cpu_registry());
-  for (const std::string& p : o.profiles) try {
-      s.kernels.emplace(p, engine::resolve(engine::find_profile(p), *s.registry));
-    } catch (const std::invalid_argument& e) {
-      throw BadInput("--profile " + p + ": " + e.what());
-    }
+  resolve_options(o, s);
+  s.src = resolve_model(o);
   s.k32 = engine::resolve(engine::find_profile("fp32"), *s.registry);
 
   Models& models = s.models;
@@ -164,10 +170,11 @@ RunSetup load_run(const ProtocolOptions& o, const json& extra) {
   return s;
 }
 
-analysis::PairOptions pair_options(const ProtocolOptions& o, const WorkItem& w, const std::string& prompt_id) {
+analysis::PairOptions pair_options(const ProtocolOptions& o, const RunSetup& s, const WorkItem& w,
+                                   const std::string& prompt_id) {
   analysis::PairOptions po;
   po.steps = o.max_new_tokens;
-  po.sampler.strategy = engine::parse_strategy(w.strategy);
+  po.sampler.strategy = s.strategies.at(w.strategy);
   po.sampler.top_k = o.top_k;
   po.sampler.top_p = o.top_p;
   po.sampler.temperature = o.temperature;

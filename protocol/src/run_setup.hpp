@@ -12,6 +12,7 @@
 
 #include "kvconf/engine/model.hpp"
 #include "kvconf/engine/profile.hpp"
+#include "kvconf/engine/sampling.hpp"
 #include "kvconf/engine/tokenizer.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol.hpp"
@@ -31,7 +32,8 @@ struct Models {
 struct RunSetup {
   ModelSource src;
   std::unique_ptr<kernels::Registry> registry;            // kernels::cpu_registry(): the kernels point into it
-  std::map<std::string, engine::ProfileKernels> kernels;  // per --profile
+  std::map<std::string, engine::ProfileKernels> kernels;  // per --profile, resolved once
+  std::map<std::string, engine::Strategy> strategies;     // per --strategies entry, parsed once
   engine::ProfileKernels k32;                             // the fp32 reference profile
   Models models;
   const engine::ModelConfig* cfg = nullptr;
@@ -43,7 +45,8 @@ struct RunSetup {
   bool is_reference(const std::string& profile) const;
 };
 
-// Step 1 of a run: everything that can be bad input, checked and loaded (BadInput otherwise). `extra` fields join
+// Step 1 of a run: everything that can be bad input, checked, parsed and loaded once (BadInput otherwise); later
+// steps read the parsed values here, never the option strings again. `extra` fields join
 // the manifest options (e.g. the experiments of kvconf model --experiment).
 RunSetup load_run(const ProtocolOptions& o, const nlohmann::json& extra = nlohmann::json::object());
 
@@ -55,7 +58,8 @@ void write_manifest(const ProtocolOptions& o, const RunSetup& s, const std::stri
 
 // The paired-run options of one planned pair: the run's steps and sampler settings, the pair's strategy, and its
 // per-step draws (pair_sampler_seed of the sample seed and prompt id). Layer drift is left to the caller.
-analysis::PairOptions pair_options(const ProtocolOptions& o, const WorkItem& w, const std::string& prompt_id);
+analysis::PairOptions pair_options(const ProtocolOptions& o, const RunSetup& s, const WorkItem& w,
+                                   const std::string& prompt_id);
 
 // The answer a decoded continuation gives (GSM8K's last number before the stop text); none without a decoder.
 std::optional<std::string> answer_of(const RunSetup& s, const std::vector<int>& tokens);

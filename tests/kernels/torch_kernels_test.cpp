@@ -42,37 +42,64 @@ TEST(TorchRegistry, NamesFormatsAndClaims) {
   EXPECT_NE(r.find_norm("torch.norm.hf_rms.f16"), nullptr);
 }
 
-// The CTest batches of the Torch/ suites (one per kernel, kernels/torch/CMakeLists.txt) cover exactly the registry:
-// a kernel registered without a batch would have its conformance cases never run.
+// The CTest batches of the Torch/ and TorchCuda/ suites (one per kernel, read from each suite's own case list when
+// ctest lists the tests: cmake/KvconfBatchDiscovery.cmake) cover exactly the registry, in its order: a kernel
+// registered without a batch would have its conformance cases never run, and a batch without a kernel would name
+// cases nobody registers. The lists exist once ctest has listed the tests (as it does before running this one).
 std::string test_id(std::string name) {
   for (char& ch : name)
     if (ch == '.') ch = '_';
   return name;
 }
 
-std::string ids_of(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ",") + test_id(n);
-  return s;
+std::vector<std::string> ids_of(const auto& kernels) {
+  std::vector<std::string> ids;
+  for (const auto& k : kernels) ids.push_back(test_id(k.info.name));
+  return ids;
+}
+
+// The kernel ids of one batched suite, from `set(_ids [==[a;b;...]==])` in <suites>/<exe>_batches.cmake.
+std::vector<std::string> batch_ids(const std::string& exe) {
+  const std::string path = std::string(KVCONF_SUITES_BINARY_DIR) + "/" + exe + "_batches.cmake";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) {
+    ADD_FAILURE() << path << " is missing: run this test through ctest, which lists the suites' kernels first";
+    return {};
+  }
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  const auto lo = text.find("[==["), hi = text.find("]==]");
+  if (lo == std::string::npos || hi == std::string::npos || hi < lo) {
+    ADD_FAILURE() << path << ": expected set(_ids [==[...]==]), read: " << text;
+    return {};
+  }
+  std::vector<std::string> ids;
+  std::string cur;
+  for (char ch : text.substr(lo + 4, hi - lo - 4)) {
+    if (ch == ';') {
+      ids.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (!cur.empty()) ids.push_back(cur);
+  return ids;
 }
 
 TEST(TorchRegistry, EveryKernelHasItsCTestBatch) {
-  const Registry r = torch_registry();
-  std::vector<std::string> a, g, n;
-  for (const auto& k : r.attention()) a.push_back(k.info.name);
-  for (const auto& k : r.gemm()) g.push_back(k.info.name);
-  for (const auto& k : r.norm()) n.push_back(k.info.name);
-  EXPECT_EQ(ids_of(a), KVCONF_TORCH_ATTN_IDS);
-  EXPECT_EQ(ids_of(g), KVCONF_TORCH_GEMM_IDS);
-  EXPECT_EQ(ids_of(n), KVCONF_TORCH_NORM_IDS);
-  const Registry c = torch_cuda_registry();
-  a.clear(), g.clear(), n.clear();
-  for (const auto& k : c.attention()) a.push_back(k.info.name);
-  for (const auto& k : c.gemm()) g.push_back(k.info.name);
-  for (const auto& k : c.norm()) n.push_back(k.info.name);
-  EXPECT_EQ(ids_of(a), KVCONF_TORCH_CUDA_ATTN_IDS);
-  EXPECT_EQ(ids_of(g), KVCONF_TORCH_CUDA_GEMM_IDS);
-  EXPECT_EQ(ids_of(n), KVCONF_TORCH_CUDA_NORM_IDS);
+  for (const auto& [target, r] : {std::pair{std::string("torch"), torch_registry()},
+                                  std::pair{std::string("torch_cuda"), torch_cuda_registry()}}) {
+    const auto attn = ids_of(r.attention()), gemm = ids_of(r.gemm()), norm = ids_of(r.norm());
+    EXPECT_EQ(batch_ids("conformance_" + target + "_attention_oracle_test"), attn) << target;
+    EXPECT_EQ(batch_ids("conformance_" + target + "_attention_cache_test"), attn) << target;
+    EXPECT_EQ(batch_ids("conformance_" + target + "_gemm_test"), gemm) << target;
+    EXPECT_EQ(batch_ids("conformance_" + target + "_projection_test"), gemm) << target;
+    EXPECT_EQ(batch_ids("conformance_" + target + "_norm_test"), norm) << target;
+  }
+  EXPECT_EQ(batch_ids("conformance_torch_propagation_test"), ids_of(torch_registry().attention()));
 }
 
 // Without a CUDA device, every torch.cuda kernel refuses every call with the reason (the TorchCuda suites skip).

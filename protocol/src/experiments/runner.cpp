@@ -122,7 +122,8 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
   pr.done = res.resumed;
   for (const WorkItem& w : plan) {
     const ProtocolPrompt& p = ps.prompts[w.prompt];
-    experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, detail::pair_options(o, w, p.id), plants);
+    experiments::PairUnit unit(*ctx.at(w.profile), *ref.at(w.profile), p, detail::pair_options(o, setup, w, p.id),
+                               plants);
     unit.answer = [&setup](const std::vector<int>& tokens) { return detail::answer_of(setup, tokens); };
     if (invariant.count(w.profile)) unit.invariant = invariant.at(w.profile).get();
     if (kv32.count(w.profile)) unit.kv_fp32 = kv32.at(w.profile).get();

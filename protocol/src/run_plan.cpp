@@ -1,9 +1,9 @@
 // default_run_plan: the built-in default of `kvconf run` (run_plan.hpp).
-#include "run_plan.hpp"
+#include "kvconf/protocol/run_plan.hpp"
 
 #include "kvconf/engine/profile.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 namespace {
 
@@ -42,4 +42,4 @@ RunPlan default_run_plan(const std::filesystem::path& out, const std::filesystem
   return plan;
 }
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol

@@ -8,9 +8,8 @@
 
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/protocol/protocol.hpp"
-#include "protocol_names.hpp"
 
-namespace kvconf::tools {
+namespace kvconf::protocol {
 
 struct RunPlan {
   conformance::SweepOptions kernels;    // the quick sweep over every CPU kernel
@@ -21,4 +20,4 @@ struct RunPlan {
 RunPlan default_run_plan(const std::filesystem::path& out, const std::filesystem::path& fixtures_dir,
                          const std::filesystem::path& shared_dir, bool resume);
 
-}  // namespace kvconf::tools
+}  // namespace kvconf::protocol
