@@ -6,15 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "kvconf/numerics/number_text.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "provenance.hpp"
 #include "kvconf/conformance/sweep.hpp"
-#include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/kernels/plugin.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/kernels/torch.hpp"
@@ -61,31 +59,6 @@ kernels::Registry plugin_sweep_registry(const std::vector<std::string>& libs) {
   } catch (const kernels::PluginError& e) {
     throw BadInput(e.what());
   }
-}
-
-// DIR/manifest.json may hold other commands' members (kvconf model's); only "kernels" is ours.
-json read_manifest(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return json::object();
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw BadInput(file.string() + ": not a JSON object (a manifest of a kvconf run); choose another --out");
-  return j;
-}
-
-void ensure_out_dir(const std::filesystem::path& out) {
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  if (ec || !std::filesystem::is_directory(out))
-    throw BadInput("--out " + out.string() + ": cannot create the output directory (" +
-                   (ec ? ec.message() : std::string("a file of that name exists")) + ")");
-  const auto probe = out / ".kvconf-write-probe";
-  std::ofstream f(probe);
-  if (!f) throw BadInput("--out " + out.string() + ": directory is not writable");
-  f.close();
-  std::filesystem::remove(probe, ec);
 }
 
 // The rule whose error is against the oracle (or, for projections, the ON vs OFF bound): the row's error columns.
@@ -147,34 +120,12 @@ int run(const KernelsCliOptions& o) {
     return 0;
   }
 
-  ensure_out_dir(o.out);
-  const auto manifest_file = o.out / "manifest.json";
-  json manifest = read_manifest(manifest_file);
-  const json mine_manifest = manifest_of(o, shard, so);
-  if (o.resume && manifest.contains("kernels")) {
-    json before = manifest["kernels"], now = mine_manifest;
-    before.erase("kvconf_version");
-    now.erase("kvconf_version");
-    if (before != now)
-      throw BadInput("--resume: " + manifest_file.string() + " records a different sweep (" +
-                     manifest["kernels"].dump() +
-                     "); rerun with the same --filter/--quick/--seed/--shard or choose "
-                     "another --out");
-  }
-  JsonlStore store = protocol::open_kernel_store(o.out / "kernels.jsonl", o.resume);
-  // The finished records, parsed once: each must be an item of this sweep.
   std::set<std::string> planned;
   for (const auto* it : mine) planned.insert(it->key());
-  std::vector<KernelCaseRecord> records;
-  for (const json& j : store.records()) {
-    KernelCaseRecord r = conformance::kernel_case_from_json(j);
-    if (!planned.count(r.key()))
-      throw BadInput("--resume: " + store.file().string() + " holds '" + r.key() +
-                     "', which is not in this sweep (other --filter/--quick/--shard?); choose another --out");
-    records.push_back(std::move(r));
-  }
-  manifest["kernels"] = mine_manifest;
-  engine::write_file_atomic(manifest_file, manifest.dump(2) + "\n");
+  std::optional<JsonlStore> opened;
+  std::vector<KernelCaseRecord> records =
+      protocol::open_kernel_sweep(o.out, manifest_of(o, shard, so), o.resume, planned, opened);
+  JsonlStore& store = *opened;
   if (store.dropped_torn_line())
     std::fprintf(stderr, "kvconf kernels: dropped a torn last line of %s (an interrupted write); redoing it\n",
                  store.file().c_str());

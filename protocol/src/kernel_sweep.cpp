@@ -3,11 +3,17 @@
 
 #include <utility>
 
+#include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/results_dir.hpp"
+
 namespace kvconf::protocol {
 
+namespace {
+std::string kernel_record_key(const nlohmann::json& record) { return conformance::kernel_case_from_json(record).key(); }
+}  // namespace
+
 JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume) {
-  return JsonlStore(file, resume,
-                    [](const nlohmann::json& record) { return conformance::kernel_case_from_json(record).key(); });
+  return JsonlStore(file, resume, kernel_record_key);
 }
 
 std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::SweepOptions& so,
@@ -22,6 +28,35 @@ std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::Sw
     if (on_new) on_new(std::move(r));
   }
   return ran;
+}
+
+std::vector<conformance::KernelCaseRecord> open_kernel_sweep(const std::filesystem::path& out,
+                                                             const nlohmann::json& manifest, bool resume,
+                                                             const std::set<std::string>& planned,
+                                                             std::optional<JsonlStore>& store) {
+  ensure_out_dir(out);
+  const auto manifest_file = out / "manifest.json";
+  nlohmann::json file = read_manifest(manifest_file);
+  if (resume && file.contains("kernels")) {
+    nlohmann::json before = file["kernels"], now = manifest;
+    before.erase("kvconf_version");
+    now.erase("kvconf_version");
+    if (before != now)
+      throw BadInput("--resume: " + manifest_file.string() + " records a different sweep (" + file["kernels"].dump() +
+                     "); rerun with the same --filter/--quick/--seed/--shard or choose another --out");
+  }
+  store.emplace(out / "kernels.jsonl", resume, kernel_record_key);
+  std::vector<conformance::KernelCaseRecord> finished;
+  for (const nlohmann::json& j : store->records()) {
+    conformance::KernelCaseRecord r = conformance::kernel_case_from_json(j);
+    if (!planned.count(r.key()))
+      throw BadInput("--resume: " + store->file().string() + " holds '" + r.key() +
+                     "', which is not in this sweep (other --filter/--quick/--shard?); choose another --out");
+    finished.push_back(std::move(r));
+  }
+  file["kernels"] = manifest;
+  write_manifest_file(manifest_file, file);
+  return finished;
 }
 
 }  // namespace kvconf::protocol

@@ -3,29 +3,19 @@
 #include "run_setup.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
-#include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/sampling.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/gsm8k.hpp"
+#include "kvconf/protocol/results_dir.hpp"
 
 namespace kvconf::protocol::detail {
 namespace fs = std::filesystem;
 using nlohmann::json;
 namespace {
-
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw BadInput("cannot read " + file.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The options that need no file, checked and parsed in one pass: each profile name is looked up once (and its
 // kernels resolved against s.registry), each strategy parsed once; the rest is range-checked here and used as given.
@@ -193,21 +183,13 @@ std::optional<std::string> answer_of(const RunSetup& s, const std::vector<int>& 
 }
 
 void prepare_out(const ProtocolOptions& o, const json& options, const std::string& results_file) {
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out))
-    throw BadInput("--out " + o.out.string() + ": cannot create the directory (" +
-                   (ec ? ec.message() : std::string("a file of that name exists")) + ")");
+  ensure_out_dir(o.out);
   const fs::path mf = o.out / "manifest.json";
+  std::error_code ec;
   const bool have_manifest = fs::exists(mf, ec);
   if (o.resume && have_manifest) {
-    json old;
-    try {
-      old = json::parse(read_file(mf));
-    } catch (const json::exception& e) {
-      throw BadInput(mf.string() + ": not JSON (" + e.what() + "); cannot --resume");
-    }
-    if (!old.is_object() || !old.contains("options") || !old["options"].is_object())
+    const json old = read_manifest(mf);
+    if (!old.contains("options") || !old["options"].is_object())
       throw BadInput(mf.string() + ": field 'options': missing (not a kvconf model manifest); cannot --resume");
     for (const auto& [field, now] : options.items()) {
       const json there = old["options"].contains(field) ? old["options"][field] : json();
@@ -232,11 +214,7 @@ void write_manifest(const ProtocolOptions& o, const RunSetup& s, const std::stri
             {"kvconf_version", KVCONF_VERSION},
             {"options", s.options},
             {"prompt_ids", ids}};
-  try {
-    engine::write_file_atomic(mf, m.dump(2) + "\n");
-  } catch (const std::exception& e) {
-    throw BadInput("--out " + o.out.string() + ": cannot write manifest.json (" + e.what() + ")");
-  }
+  write_manifest_file(mf, m);
 }
 
 }  // namespace kvconf::protocol::detail
