@@ -16,7 +16,7 @@
 #include <typeinfo>
 
 #include "kvconf/analysis/prompts.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/engine/config.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/model.hpp"
@@ -232,15 +232,15 @@ void run_result_store(Bytes in) {
   const fs::path file = write_scratch("pairs.jsonl", body);
   std::function<std::string(const json&)> key_of;
   if (pairs)
-    key_of = [](const json& j) { return conformance::run_pair_from_json(j).key(); };
+    key_of = [](const json& j) { return results::run_pair_from_json(j).key(); };
   else
-    key_of = [](const json& j) { return conformance::kernel_case_from_json(j).key(); };
+    key_of = [](const json& j) { return results::kernel_case_from_json(j).key(); };
   protocol::JsonlStore store(file, /*resume=*/true, key_of);
   for (const json& j : store.records()) {
     if (pairs)
-      (void)conformance::run_pair_from_json(j);
+      (void)results::run_pair_from_json(j);
     else
-      (void)conformance::kernel_case_from_json(j);
+      (void)results::kernel_case_from_json(j);
   }
   if (!store.records().empty()) {
     const json first = store.records().front();

@@ -22,11 +22,11 @@ void print_summary(const protocol::TraceCheckResult& r) {
     double kl = 0.0;
   };
   std::map<std::string, Group> groups;
-  for (const conformance::RunPairRecord& p : r.records) {
+  for (const results::RunPairRecord& p : r.records) {
     Group& g = groups[p.model + "  " + p.profile + "  " + p.strategy];
     ++g.pairs;
     g.diverged += p.free.flip.has_value();
-    g.failed += !conformance::all_pass(p.rules);
+    g.failed += !results::all_pass(p.rules);
     for (const auto& x : p.rules) g.prefill_differs += x.rule == "prefill_logits_bitwise" && !x.pass;
     g.kl += p.free.mean_kl();
   }

@@ -22,12 +22,12 @@ std::size_t write_report_with_summary(const reports::ReportInput& in, const std:
   return failed;
 }
 
-std::size_t print_failed_pairs(const std::vector<conformance::RunPairRecord>& records, const std::string& command) {
+std::size_t print_failed_pairs(const std::vector<results::RunPairRecord>& records, const std::string& command) {
   std::size_t failed = 0;
-  for (const conformance::RunPairRecord& p : records)
-    if (!conformance::all_pass(p.rules)) {
+  for (const results::RunPairRecord& p : records)
+    if (!results::all_pass(p.rules)) {
       if (failed < 5)
-        for (const conformance::CheckResult& x : p.rules)
+        for (const results::CheckResult& x : p.rules)
           if (!x.pass)
             std::printf("FAIL %s %s: error=%.6g bound=%.6g %s\n", p.key().c_str(), x.rule.c_str(), x.error, x.bound,
                         x.detail.c_str());

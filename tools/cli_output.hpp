@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/reports/report.hpp"
 
 namespace kvconf::tools {
@@ -20,6 +20,6 @@ std::size_t write_report_with_summary(const reports::ReportInput& in, const std:
 
 // Prints "FAIL <key> <rule>: ..." for the failing rules of the first 5 failing pairs and "<command>: N of M pairs
 // failed a rule" when any failed; returns N.
-std::size_t print_failed_pairs(const std::vector<conformance::RunPairRecord>& records, const std::string& command);
+std::size_t print_failed_pairs(const std::vector<results::RunPairRecord>& records, const std::string& command);
 
 }  // namespace kvconf::tools

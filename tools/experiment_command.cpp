@@ -25,9 +25,9 @@ int experiment_command(const ModelCliOptions& c) {
     std::printf("kvconf model --experiment: %zu records (%zu run now, %zu resumed) in %s/experiments.jsonl\n",
                 r.records.size(), r.ran, r.resumed, o.out.c_str());
     std::printf("%-20s %8s %8s %10s %12s\n", "experiment", "records", "rules", "failed", "s/pair");
-    for (const conformance::ExperimentSummary& s : r.summaries) {
+    for (const results::ExperimentSummary& s : r.summaries) {
       std::size_t failed = 0;
-      for (const conformance::ExperimentVerdict& v : s.verdicts) failed += !v.result.pass;
+      for (const results::ExperimentVerdict& v : s.verdicts) failed += !v.result.pass;
       std::printf("%-20s %8zu %8zu %10zu %12.4f\n", s.name.c_str(), s.records, s.verdicts.size(), failed,
                   s.records ? s.seconds / double(s.records) : 0.0);
       for (const std::string& f : s.findings) std::printf("  %s\n", f.c_str());

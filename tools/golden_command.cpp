@@ -19,8 +19,8 @@ namespace kvconf::tools {
 
 namespace {
 
-using conformance::KernelCaseRecord;
-using conformance::RunPairRecord;
+using results::KernelCaseRecord;
+using results::RunPairRecord;
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }

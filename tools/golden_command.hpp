@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/golden/golden.hpp"
 
@@ -43,10 +43,10 @@ GoldenConfig gpu_golden_config();
 // (kernels::black_box_probe_registry: the black-box bounds pinned on the CPU's deterministic arithmetic).
 kernels::Registry golden_registry(bool gpu = false);
 // The quick kernel sweep over golden_registry(gpu) (what kernels.json holds).
-std::vector<conformance::KernelCaseRecord> golden_kernel_records(bool gpu = false);
+std::vector<results::KernelCaseRecord> golden_kernel_records(bool gpu = false);
 // The run pairs of one profile over every fixture (what tokens-<profile>.json holds); work files go to a temporary
 // folder that is removed afterwards.
-std::vector<conformance::RunPairRecord> golden_token_records(const GoldenConfig& g, const std::string& profile);
+std::vector<results::RunPairRecord> golden_token_records(const GoldenConfig& g, const std::string& profile);
 
 CLI::App* add_golden_command(CLI::App& app, GoldenCliOptions& o);
 // 0 no change (check) / written (update), 1 a change, 2 a bad or missing golden file or bad input.

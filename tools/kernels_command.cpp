@@ -25,8 +25,8 @@ namespace kvconf::tools {
 
 namespace {
 
-using conformance::KernelCaseRecord;
 using nlohmann::json;
+using results::KernelCaseRecord;
 
 std::uint64_t parse_seed(const std::string& s) {
   std::size_t used = 0;
@@ -62,7 +62,7 @@ kernels::Registry plugin_sweep_registry(const std::vector<std::string>& libs) {
 }
 
 // The rule whose error is against the oracle (or, for projections, the ON vs OFF bound): the row's error columns.
-const conformance::CheckResult* headline(const KernelCaseRecord& r) {
+const results::CheckResult* headline(const KernelCaseRecord& r) {
   for (const char* name : {"oracle_bound", "on_off_bound", "on_off_bitwise"})
     for (const auto& c : r.rules)
       if (c.rule == name) return &c;

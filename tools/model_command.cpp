@@ -40,13 +40,13 @@ struct Group {
 void print_summary(const ProtocolResult& r) {
   std::vector<std::string> order;
   std::map<std::string, Group> groups;
-  for (const conformance::RunPairRecord& p : r.records) {
+  for (const results::RunPairRecord& p : r.records) {
     const std::string k = p.model + "  " + p.profile + "  " + p.strategy;
     if (!groups.count(k)) order.push_back(k);
     Group& g = groups[k];
     ++g.pairs;
     g.diverged += p.free.flip.has_value();
-    g.failed += !conformance::all_pass(p.rules);
+    g.failed += !results::all_pass(p.rules);
     g.kl_free += p.free.mean_kl();
     g.kl_teacher += p.teacher.mean_kl();
     g.seconds += p.seconds;

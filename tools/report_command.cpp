@@ -33,7 +33,7 @@ CLI::App* add_report_command(CLI::App& app, ReportCliOptions& o) {
 
 // Every DIR/experiments.jsonl (kvconf model --experiment shards) merged by record key and summarised: the same key
 // with other content (wall time aside) in two folders is an error naming both.
-static std::vector<conformance::ExperimentSummary> merged_experiments(const std::vector<std::filesystem::path>& dirs) {
+static std::vector<results::ExperimentSummary> merged_experiments(const std::vector<std::filesystem::path>& dirs) {
   std::map<std::string, std::pair<nlohmann::json, std::string>> by_key;
   for (const auto& d : dirs) {
     std::error_code ec;
@@ -55,7 +55,7 @@ static std::vector<conformance::ExperimentSummary> merged_experiments(const std:
   std::vector<nlohmann::json> records;
   records.reserve(by_key.size());
   for (auto& [_, v] : by_key) records.push_back(std::move(v.first));
-  return records.empty() ? std::vector<conformance::ExperimentSummary>{} : protocol::summarize_experiments(records);
+  return records.empty() ? std::vector<results::ExperimentSummary>{} : protocol::summarize_experiments(records);
 }
 
 int report_command(const ReportCliOptions& o) {

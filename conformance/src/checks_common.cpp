@@ -15,19 +15,6 @@
 
 namespace kvconf::conformance {
 
-bool all_pass(const CheckResults& r) {
-  return std::all_of(r.begin(), r.end(), [](const CheckResult& x) { return x.pass; });
-}
-
-std::string describe(const CheckResults& r) {
-  std::string s;
-  for (const auto& x : r) {
-    s += x.rule + (x.pass ? " pass" : " FAIL") + " error=" + detail::num(x.error) + " bound=" + detail::num(x.bound) +
-         " headroom=" + detail::num(x.headroom) + " seed=" + std::to_string(x.seed) + " " + x.detail + "\n";
-  }
-  return s;
-}
-
 namespace detail {
 
 namespace {

@@ -15,13 +15,6 @@ namespace {
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
-RuleVerdict verdict(const std::string& suite, const std::string& name) {
-  RuleVerdict v;
-  v.suite = suite;
-  v.name = name;
-  return v;
-}
-
 // "cuda-fp16-x" -> {"cuda-", "fp16-x"}; "fp16-x" -> {"", "fp16-x"}.
 std::pair<std::string, std::string> device_and_rest(const std::string& profile) {
   if (starts_with(profile, "cuda-")) return {"cuda-", profile.substr(5)};
@@ -29,11 +22,6 @@ std::pair<std::string, std::string> device_and_rest(const std::string& profile) 
 }
 
 }  // namespace
-
-double verdict_headroom(double measured, double threshold) {
-  if (threshold > 0) return (threshold - measured) / threshold;
-  return measured == 0 ? 1.0 : -std::numeric_limits<double>::infinity();  // a zero threshold: equal or not
-}
 
 RegimeRecord regime_record(const analysis::PairedRun& r) {
   RegimeRecord g;
@@ -72,7 +60,7 @@ std::string fp16_partner(const std::string& fp32_profile, const std::vector<std:
 }
 
 RuleVerdict flips_are_near_ties(const std::string& suite, const std::vector<const RunPairRecord*>& pairs) {
-  RuleVerdict v = verdict(suite, "FlipsAreNearTies");
+  RuleVerdict v = rule_verdict(suite, "FlipsAreNearTies");
   v.threshold = 1.0;
   std::size_t failing = 0, flips = 0;
   std::string first_fail;
@@ -103,7 +91,7 @@ RuleVerdict flips_are_near_ties(const std::string& suite, const std::vector<cons
 }
 
 RuleVerdict fp32_tokens_identical(const std::string& suite, const std::vector<const RunPairRecord*>& pairs) {
-  RuleVerdict v = verdict(suite, "Fp32TokensIdentical");
+  RuleVerdict v = rule_verdict(suite, "Fp32TokensIdentical");
   std::size_t greedy = 0, diverged = 0;
   std::string first;
   for (const RunPairRecord* p : pairs) {
@@ -133,7 +121,7 @@ RuleVerdict fp32_tokens_identical(const std::string& suite, const std::vector<co
 // fp16 diverged (conformance/suites/model_fp32_test.cpp, docs/TOLERANCES.md "Model rules").
 RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_profile,
                           const std::vector<const RunPairRecord*>& p32, const std::vector<const RunPairRecord*>& p16) {
-  RuleVerdict v = verdict(suite, "Fp32KlRatio");
+  RuleVerdict v = rule_verdict(suite, "Fp32KlRatio");
   std::map<std::string, const RunPairRecord*> by_key;
   auto k = [](const RunPairRecord* p) { return p->strategy + "|" + std::to_string(p->seed) + "|" + p->prompt_id; };
   for (const RunPairRecord* p : p16) by_key[k(p)] = p;
@@ -189,7 +177,7 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
 }
 
 RuleVerdict invariant_bitwise(const std::string& suite, const std::vector<const RunPairRecord*>& pairs) {
-  RuleVerdict v = verdict(suite, "InvariantBitwise");
+  RuleVerdict v = rule_verdict(suite, "InvariantBitwise");
   std::size_t bad = 0, steps = 0;
   double max_kl = 0, max_dz = 0;
   std::string first;
@@ -245,7 +233,7 @@ std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& 
       if (near_tie_applied) {
         out.push_back(flips_are_near_ties(suite, pairs));
       } else {
-        RuleVerdict v = verdict(suite, "FlipsAreNearTies");
+        RuleVerdict v = rule_verdict(suite, "FlipsAreNearTies");
         v.pass = true;
         v.skipped = "not applicable: the fp32 profile is the rule's fp32 reference; gated by Fp32TokensIdentical";
         out.push_back(v);

@@ -5,7 +5,7 @@
 #include <limits>
 #include <sstream>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/golden/golden.hpp"
 
@@ -16,7 +16,7 @@ using nlohmann::json;
 namespace {
 
 // JSON has no infinities: a bitwise rule's bound or a blown-up error is written as a string (records.hpp).
-json num(double x) { return conformance::json_number(x); }
+json num(double x) { return results::json_number(x); }
 
 struct Reader {
   const std::string& file;
@@ -48,7 +48,7 @@ struct Reader {
     return v.get<std::uint64_t>();
   }
   double number(const json& j, const std::string& where, const char* name) const {
-    if (const auto x = conformance::number_from_json(at(j, where, name))) return *x;
+    if (const auto x = results::number_from_json(at(j, where, name))) return *x;
     bad(where + "." + name, "a number (or \"inf\", \"-inf\", \"nan\")");
   }
   std::vector<int> ints(const json& j, const std::string& where, const char* name) const {

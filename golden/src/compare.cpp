@@ -10,8 +10,8 @@
 
 namespace kvconf::golden {
 
-using conformance::KernelCaseRecord;
-using conformance::RunPairRecord;
+using results::KernelCaseRecord;
+using results::RunPairRecord;
 
 namespace {
 

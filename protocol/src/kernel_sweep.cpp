@@ -9,7 +9,7 @@
 namespace kvconf::protocol {
 
 namespace {
-std::string kernel_record_key(const nlohmann::json& record) { return conformance::kernel_case_from_json(record).key(); }
+std::string kernel_record_key(const nlohmann::json& record) { return results::kernel_case_from_json(record).key(); }
 }  // namespace
 
 JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume) {
@@ -18,22 +18,22 @@ JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume) {
 
 std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::SweepOptions& so,
                              const std::vector<const conformance::SweepItem*>& items, JsonlStore& store,
-                             const std::function<void(conformance::KernelCaseRecord&&)>& on_new) {
+                             const std::function<void(results::KernelCaseRecord&&)>& on_new) {
   std::size_t ran = 0;
   for (const conformance::SweepItem* item : items) {
     if (store.has(item->key())) continue;
-    conformance::KernelCaseRecord r = conformance::run_sweep_item(reg, *item, so);
-    store.append(conformance::to_json(r));
+    results::KernelCaseRecord r = conformance::run_sweep_item(reg, *item, so);
+    store.append(results::to_json(r));
     ++ran;
     if (on_new) on_new(std::move(r));
   }
   return ran;
 }
 
-std::vector<conformance::KernelCaseRecord> open_kernel_sweep(const std::filesystem::path& out,
-                                                             const nlohmann::json& manifest, bool resume,
-                                                             const std::set<std::string>& planned,
-                                                             std::optional<JsonlStore>& store) {
+std::vector<results::KernelCaseRecord> open_kernel_sweep(const std::filesystem::path& out,
+                                                         const nlohmann::json& manifest, bool resume,
+                                                         const std::set<std::string>& planned,
+                                                         std::optional<JsonlStore>& store) {
   ensure_out_dir(out);
   const auto manifest_file = out / "manifest.json";
   nlohmann::json file = read_manifest(manifest_file);
@@ -46,9 +46,9 @@ std::vector<conformance::KernelCaseRecord> open_kernel_sweep(const std::filesyst
                      "); rerun with the same --filter/--quick/--seed/--shard or choose another --out");
   }
   store.emplace(out / "kernels.jsonl", resume, kernel_record_key);
-  std::vector<conformance::KernelCaseRecord> finished;
+  std::vector<results::KernelCaseRecord> finished;
   for (const nlohmann::json& j : store->records()) {
-    conformance::KernelCaseRecord r = conformance::kernel_case_from_json(j);
+    results::KernelCaseRecord r = results::kernel_case_from_json(j);
     if (!planned.count(r.key()))
       throw BadInput("--resume: " + store->file().string() + " holds '" + r.key() +
                      "', which is not in this sweep (other --filter/--quick/--shard?); choose another --out");

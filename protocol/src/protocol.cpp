@@ -39,14 +39,13 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   const detail::Models& models = setup.models;
   const PromptSet& ps = setup.ps;
   detail::prepare_out(o, setup.options, "pairs.jsonl");
-  JsonlStore store(o.out / "pairs.jsonl", o.resume,
-                   [](const json& j) { return conformance::run_pair_from_json(j).key(); });
+  JsonlStore store(o.out / "pairs.jsonl", o.resume, [](const json& j) { return results::run_pair_from_json(j).key(); });
   detail::write_manifest(o, setup, "model");
 
   // ---- 2. The plan of this shard, and the pairs not yet done. ----
   const std::vector<WorkItem> plan = plan_work(o.profiles, o.strategies, o.seeds, ps.prompts.size(), o.shard);
   auto key_of = [&](const WorkItem& w) {
-    conformance::RunPairRecord r;
+    results::RunPairRecord r;
     r.model = o.model;
     r.profile = w.profile;
     r.strategy = w.strategy;
@@ -83,7 +82,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     if (store.has(key)) continue;
     const ProtocolPrompt& p = ps.prompts[w.prompt];
     const auto p0 = std::chrono::steady_clock::now();
-    conformance::RunPairRecord rec;
+    results::RunPairRecord rec;
     rec.model = o.model;
     rec.profile = w.profile;
     rec.strategy = w.strategy;
@@ -132,7 +131,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     rec.correct_on = rec.gold && rec.answer_on == rec.gold;
     rec.correct_off = rec.gold && rec.answer_off == rec.gold;
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-    store.append(conformance::to_json(rec));
+    store.append(results::to_json(rec));
     ++res.ran;
     ++pr.done;
     pr.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -144,10 +143,10 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
 
   // ---- 4. This shard's records, in plan order. ----
   std::map<std::string, const json*> by_key;
-  for (const json& j : store.records()) by_key[conformance::run_pair_from_json(j).key()] = &j;
+  for (const json& j : store.records()) by_key[results::run_pair_from_json(j).key()] = &j;
   for (const WorkItem& w : plan) {
     const auto it = by_key.find(key_of(w));
-    if (it != by_key.end()) res.records.push_back(conformance::run_pair_from_json(*it->second));
+    if (it != by_key.end()) res.records.push_back(results::run_pair_from_json(*it->second));
   }
   return res;
 }

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
 #include "kvconf/protocol/result_store.hpp"
@@ -68,7 +68,7 @@ std::optional<Folder> read_folder(const fs::path& dir) {
   if (fs::is_regular_file(dir / "pairs.jsonl", ec))
     for (const json& j : protocol::read_jsonl(dir / "pairs.jsonl")) {
       try {
-        f.keys.push_back(conformance::run_pair_from_json(j).key());
+        f.keys.push_back(results::run_pair_from_json(j).key());
       } catch (const std::exception& e) {
         throw BadInput((dir / "pairs.jsonl").string() + ": " + e.what());
       }
@@ -135,7 +135,7 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
     std::map<std::size_t, const Folder*> by_shard;
     for (const Folder* f : run) by_shard.emplace(f->shard.index, f);
     for (const protocol::WorkItem& w : plan) {
-      conformance::RunPairRecord r;
+      results::RunPairRecord r;
       r.model = model, r.profile = w.profile, r.strategy = w.strategy, r.seed = w.seed, r.prompt_id = (*ids)[w.prompt];
       const std::string key = r.key();
       planned.insert(key);

@@ -58,10 +58,10 @@ analysis::PairedRun paired_run(const TracePair& p) {
   return r;
 }
 
-conformance::CheckResult prefill_bitwise(const TracePair& p) {
+results::CheckResult prefill_bitwise(const TracePair& p) {
   const std::vector<float>& a = p.on.logits.front();
   const std::vector<float>& b = p.off.logits.front();
-  conformance::CheckResult r;
+  results::CheckResult r;
   r.rule = "prefill_logits_bitwise";
   r.pass = a == b;
   r.error = analysis::max_abs_diff(a, b);
@@ -75,8 +75,8 @@ conformance::CheckResult prefill_bitwise(const TracePair& p) {
 engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
 
 // The record's identity (model, profile, strategy, seed, prompt): what key() is made of.
-conformance::RunPairRecord record_of(const Trace& t) {
-  conformance::RunPairRecord r;
+results::RunPairRecord record_of(const Trace& t) {
+  results::RunPairRecord r;
   r.model = t.model_name;
   r.profile = t.profile();
   r.strategy = t.strategy;
@@ -87,10 +87,10 @@ conformance::RunPairRecord record_of(const Trace& t) {
 
 }  // namespace
 
-conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff) {
+results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff) {
   const auto t0 = std::chrono::steady_clock::now();
   const analysis::PairedRun run = paired_run(p);
-  conformance::RunPairRecord rec = record_of(p.on);
+  results::RunPairRecord rec = record_of(p.on);
   rec.max_new_tokens = run.steps.size();
   rec.prompt_tokens = p.on.prompt_ids.size();
   rec.free = conformance::regime_record(run);
@@ -114,7 +114,7 @@ conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Mo
     ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry));
     z_ref = [&](const std::vector<int>& seq) { return replay_at(seq.size() - p.off.prompt_ids.size()); };
   }
-  for (conformance::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))
+  for (results::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))
     rec.rules.push_back(std::move(r));
   if (fp32 && replay_diff) {  // over every cache-OFF step, not only up to the flip: how far this engine is from fp32
     double worst = 0.0;
@@ -165,14 +165,13 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
     if (!old.contains("options") || old["options"] != options)
       throw BadInput("--resume: the traces or --model differ from the run in " + mf.string());
   }
-  JsonlStore store(o.out / "pairs.jsonl", o.resume,
-                   [](const json& j) { return conformance::run_pair_from_json(j).key(); });
+  JsonlStore store(o.out / "pairs.jsonl", o.resume, [](const json& j) { return results::run_pair_from_json(j).key(); });
   engine::write_file_atomic(
       mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}}.dump(2) + "\n");
   TraceCheckResult res;
-  std::map<std::string, conformance::RunPairRecord> done;
+  std::map<std::string, results::RunPairRecord> done;
   for (const json& j : store.records()) {
-    conformance::RunPairRecord r = conformance::run_pair_from_json(j);
+    results::RunPairRecord r = results::run_pair_from_json(j);
     done.emplace(r.key(), std::move(r));
   }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -185,7 +184,7 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
       double diff = -1.0;
       res.records.push_back(check_trace_pair(p, fp32.get(), &diff));
       res.replay_max_diff = std::max(res.replay_max_diff, diff);
-      store.append(conformance::to_json(res.records.back()));
+      store.append(results::to_json(res.records.back()));
       ++res.ran;
     }
     if (progress) progress(i + 1, pairs.size());

@@ -65,7 +65,7 @@ void merge_file(const fs::path& dir, const char* name, Parse parse, std::map<std
     }
     Record timeless = r;
     timeless.seconds = 0.0;
-    std::string content = conformance::to_json(timeless).dump();
+    std::string content = results::to_json(timeless).dump();
     const std::string key = r.key();
     auto it = into.find(key);
     if (it == into.end()) {
@@ -81,8 +81,8 @@ void merge_file(const fs::path& dir, const char* name, Parse parse, std::map<std
 
 ReportInput read_results(const std::vector<fs::path>& dirs) {
   if (dirs.empty()) throw std::runtime_error("read_results: no result directory given");
-  std::map<std::string, Seen<conformance::RunPairRecord>> pairs;
-  std::map<std::string, Seen<conformance::KernelCaseRecord>> kernels;
+  std::map<std::string, Seen<results::RunPairRecord>> pairs;
+  std::map<std::string, Seen<results::KernelCaseRecord>> kernels;
   ReportInput in;
   in.title = "kvconf report";
   in.meta = {{"sources", json::array()}, {"manifests", json::array()}};
@@ -94,8 +94,8 @@ ReportInput read_results(const std::vector<fs::path>& dirs) {
     if (!has_pairs && !has_kernels && !has_experiments)
       throw std::runtime_error(dir.string() +
                                ": no pairs.jsonl, kernels.jsonl or experiments.jsonl (not a kvconf result directory)");
-    if (has_pairs) merge_file(dir, "pairs.jsonl", conformance::run_pair_from_json, pairs);
-    if (has_kernels) merge_file(dir, "kernels.jsonl", conformance::kernel_case_from_json, kernels);
+    if (has_pairs) merge_file(dir, "pairs.jsonl", results::run_pair_from_json, pairs);
+    if (has_kernels) merge_file(dir, "kernels.jsonl", results::kernel_case_from_json, kernels);
     in.meta["sources"].push_back(dir.string());
     const fs::path manifest = dir / "manifest.json";
     if (fs::is_regular_file(manifest, ec)) {

@@ -16,10 +16,10 @@ namespace kvconf::reports {
 
 namespace {
 
-using conformance::RunPairRecord;
 using detail::na;
 using detail::num;
 using nlohmann::json;
+using results::RunPairRecord;
 
 constexpr std::size_t kResamples = 2000;    // bootstrap resamples per interval
 constexpr double kZ95 = 1.959963984540054;  // standard normal 97.5% quantile (per-step KL band)
@@ -296,11 +296,11 @@ void adjust_mcnemar(json& conditions) {
   }
 }
 
-json kernel_row(const conformance::KernelCaseRecord& k) {
+json kernel_row(const results::KernelCaseRecord& k) {
   json r = {{"kernel", k.kernel},     {"kind", k.kind},       {"case_id", k.case_id},     {"seq_len", k.seq_len},
             {"head_dim", k.head_dim}, {"skipped", k.skipped}, {"seconds", num(k.seconds)}};
   std::size_t passed = 0;
-  const conformance::CheckResult* worst = nullptr;
+  const results::CheckResult* worst = nullptr;
   for (const auto& c : k.rules) {
     passed += c.pass;
     if (!worst || c.headroom < worst->headroom || (!c.pass && worst->pass)) worst = &c;
@@ -323,13 +323,13 @@ json kernel_row(const conformance::KernelCaseRecord& k) {
 }  // namespace
 
 // The experiments' summaries (kvconf model --experiment): what each found, its table and plot data, its cost.
-json experiments_json(const std::vector<conformance::ExperimentSummary>& es) {
+json experiments_json(const std::vector<results::ExperimentSummary>& es) {
   json out = json::array();
-  for (const conformance::ExperimentSummary& e : es) {
+  for (const results::ExperimentSummary& e : es) {
     json plots = json::array();
-    for (const conformance::ExperimentPlot& p : e.plots) {
+    for (const results::ExperimentPlot& p : e.plots) {
       json series = json::array();
-      for (const conformance::ExperimentSeries& s : p.series) {
+      for (const results::ExperimentSeries& s : p.series) {
         json x = json::array(), y = json::array();
         for (double v : s.x) x.push_back(num(v));
         for (double v : s.y) y.push_back(num(v));

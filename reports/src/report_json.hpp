@@ -11,7 +11,7 @@
 
 namespace kvconf::reports::detail {
 
-// JSON has no inf/nan: written as the strings "inf", "-inf", "nan" (as conformance/records.cpp does).
+// JSON has no inf/nan: written as the strings "inf", "-inf", "nan" (as results/src/records.cpp does).
 inline nlohmann::json num(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";

@@ -8,30 +8,19 @@
 
 namespace kvconf::reports {
 
-namespace {
-
-RuleVerdict verdict(const std::string& suite, const std::string& name) {
-  RuleVerdict v;
-  v.suite = suite;
-  v.name = name;
-  return v;
-}
-
-}  // namespace
-
 std::vector<RuleVerdict> evaluate_rules(const ReportInput& in) {
   std::vector<RuleVerdict> out = conformance::evaluate_model_rules(in.pairs);
   for (const auto& k : in.kernels) {
     const std::string suite = "kernels." + k.kernel;
     if (!k.skipped.empty()) {
-      RuleVerdict v = verdict(suite, k.case_id);
+      RuleVerdict v = results::rule_verdict(suite, k.case_id);
       v.pass = true;
       v.skipped = k.skipped;
       out.push_back(v);
       continue;
     }
     for (const auto& r : k.rules) {
-      RuleVerdict v = verdict(suite, r.rule + "/" + k.case_id);
+      RuleVerdict v = results::rule_verdict(suite, r.rule + "/" + k.case_id);
       v.pass = r.pass;
       v.measured = r.error;
       v.threshold = r.bound;
@@ -40,9 +29,9 @@ std::vector<RuleVerdict> evaluate_rules(const ReportInput& in) {
       out.push_back(v);
     }
   }
-  for (const conformance::ExperimentSummary& e : in.experiments)
-    for (const conformance::ExperimentVerdict& x : e.verdicts) {
-      RuleVerdict v = verdict(x.suite, x.result.rule);
+  for (const results::ExperimentSummary& e : in.experiments)
+    for (const results::ExperimentVerdict& x : e.verdicts) {
+      RuleVerdict v = results::rule_verdict(x.suite, x.result.rule);
       v.pass = x.result.pass;
       v.measured = x.result.error;
       v.threshold = x.result.bound;

@@ -32,7 +32,7 @@ std::string terminal_summary(const ReportInput& in, const std::vector<RuleVerdic
   using detail::fmt;
   std::string o;
   if (!in.pairs.empty()) {
-    std::map<std::string, std::vector<const conformance::RunPairRecord*>> cond;
+    std::map<std::string, std::vector<const results::RunPairRecord*>> cond;
     for (const auto& p : in.pairs) cond[p.model + "\t" + p.profile + "\t" + p.strategy].push_back(&p);
     o += row({{"model", -24},
               {"profile", -16},

@@ -220,13 +220,13 @@ TEST(HfCheck, TransformersSixteenBitPairsPassKvconfCheck) {
     ASSERT_EQ(ts.size(), 4u);
     for (std::size_t i = 0; i < ts.size(); i += 2) {  // sorted: <prompt>....off, <prompt>....on
       const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-      const conformance::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny", Format::fp32));
+      const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny", Format::fp32));
       SCOPED_TRACE(rec.key());
       EXPECT_EQ(rec.profile, std::string(dtype == std::string("float16") ? "fp16" : "bf16") + "-transformers-sdpa");
       EXPECT_EQ(rec.free.kl.size(), 12u);
       ASSERT_FALSE(rec.rules.empty());
       EXPECT_EQ(rec.rules.front().rule, "prefill_logits_bitwise");
-      for (const conformance::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+      for (const results::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
       std::printf("%s: %s, %zu rules pass\n", rec.key().c_str(),
                   rec.free.flip ? ("flip at step " + std::to_string(*rec.free.flip)).c_str() : "no flip",
                   rec.rules.size());

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "kvconf/conformance/model_cases.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 
 namespace kvconf::conformance {
 namespace {

@@ -13,10 +13,10 @@
 namespace kvconf::golden {
 namespace {
 
-using conformance::CheckResult;
-using conformance::KernelCaseRecord;
-using conformance::OnOffDiff;
-using conformance::RunPairRecord;
+using results::CheckResult;
+using results::KernelCaseRecord;
+using results::OnOffDiff;
+using results::RunPairRecord;
 
 RunPairRecord pair(const std::string& prompt) {
   RunPairRecord r;

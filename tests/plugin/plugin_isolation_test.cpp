@@ -104,14 +104,14 @@ TEST(PluginIsolation, NanOutputFailsTheOracleBound) {
   conformance::GemmCase c;
   c.shape = {4, 16, 1024};
   const auto res = conformance::check_gemm_matches_oracle(gemm(r, "nan"), c, 1);
-  EXPECT_FALSE(conformance::all_pass(res)) << conformance::describe(res);
+  EXPECT_FALSE(results::all_pass(res)) << results::describe(res);
   ASSERT_FALSE(res.empty());
   EXPECT_EQ(res[0].rule, "oracle_bound");
-  EXPECT_FALSE(res[0].pass) << conformance::describe(res);
+  EXPECT_FALSE(res[0].pass) << results::describe(res);
   // The same kernel on the same case without the NaN (k < 512) passes: the failure is the NaN's.
   c.shape.k = 256;
   const auto ok = conformance::check_gemm_matches_oracle(gemm(r, "nan"), c, 1);
-  EXPECT_TRUE(conformance::all_pass(ok)) << conformance::describe(ok);
+  EXPECT_TRUE(results::all_pass(ok)) << results::describe(ok);
 }
 
 TEST(PluginIsolation, TheSweepRecordsACrashAndGoesOn) {
@@ -130,7 +130,7 @@ TEST(PluginIsolation, TheSweepRecordsACrashAndGoesOn) {
   // The next item runs on a fresh worker.
   o.filter = "plugin.test_misbehaving.ok|m1_n64_k1024";
   const auto next = conformance::run_sweep_item(r, conformance::sweep_plan(r, o).at(0), o);
-  EXPECT_TRUE(conformance::all_pass(next.rules)) << conformance::describe(next.rules);
+  EXPECT_TRUE(results::all_pass(next.rules)) << results::describe(next.rules);
 }
 
 }  // namespace

@@ -39,13 +39,13 @@ bool have_fixture() { return fs::exists(fs::path(KVCONF_FIXTURES_DIR) / "models"
   GTEST_SKIP() << "llama2-tiny fixture missing under " << KVCONF_FIXTURES_DIR << " (build kvconf_fixture_files)"
 
 // A record's JSON without its wall time (the one field that differs between identical runs).
-nlohmann::json timeless(const conformance::RunPairRecord& r) {
-  nlohmann::json j = conformance::to_json(r);
+nlohmann::json timeless(const results::RunPairRecord& r) {
+  nlohmann::json j = results::to_json(r);
   j.erase("seconds");
   return j;
 }
 
-std::vector<nlohmann::json> timeless(const std::vector<conformance::RunPairRecord>& v) {
+std::vector<nlohmann::json> timeless(const std::vector<results::RunPairRecord>& v) {
   std::vector<nlohmann::json> out;
   for (const auto& r : v) out.push_back(timeless(r));
   return out;
@@ -114,7 +114,7 @@ TEST(Protocol, RunsPairsWithRecordsAndRules) {
   // What pairs.jsonl holds is what the result says.
   const auto lines = read_jsonl(o.out / "pairs.jsonl");
   ASSERT_EQ(lines.size(), 8u);
-  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(timeless(conformance::run_pair_from_json(lines[i])), timeless(a[i]));
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(timeless(results::run_pair_from_json(lines[i])), timeless(a[i]));
 }
 
 TEST(Protocol, FreeRunWithoutFlipIsTheTeacherForcedRun) {
@@ -150,7 +150,7 @@ TEST(Protocol, ResumeAfterInterruptionEqualsUninterruptedRun) {
   ASSERT_EQ(read_jsonl(o.out / "pairs.jsonl").size(), 3u);
   // The kill also tore the line of the fourth pair.
   {
-    const std::string line = conformance::to_json(whole.records[3]).dump();
+    const std::string line = results::to_json(whole.records[3]).dump();
     std::ofstream(o.out / "pairs.jsonl", std::ios::app | std::ios::binary) << line.substr(0, line.size() / 2);
   }
   // Without --resume the existing results are protected.

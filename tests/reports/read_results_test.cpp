@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 using test::synthetic_kernel;
 using test::synthetic_pair;
 
-std::vector<conformance::RunPairRecord> plan() {  // in the order a run would write them (not key order)
-  std::vector<conformance::RunPairRecord> v;
+std::vector<results::RunPairRecord> plan() {  // in the order a run would write them (not key order)
+  std::vector<results::RunPairRecord> v;
   for (const char* strategy : {"topp", "greedy"})
     for (int i = 5; i >= 0; --i)
       v.push_back(synthetic_pair("fixture:x", "fp16-eager", strategy, static_cast<std::uint64_t>(i % 2),
@@ -35,23 +35,23 @@ void write_lines(const fs::path& file, const std::vector<std::string>& lines, co
 
 std::vector<std::string> dumps(const ReportInput& in) {
   std::vector<std::string> out;
-  for (const auto& p : in.pairs) out.push_back(conformance::to_json(p).dump());
-  for (const auto& k : in.kernels) out.push_back(conformance::to_json(k).dump());
+  for (const auto& p : in.pairs) out.push_back(results::to_json(p).dump());
+  for (const auto& k : in.kernels) out.push_back(results::to_json(k).dump());
   return out;
 }
 
 TEST(ReadResults, TwoShardsEqualTheUnshardedRun) {
   const fs::path root = test::temp_dir("kvconf_read_results");
   const auto pairs = plan();
-  std::vector<conformance::KernelCaseRecord> kernels = {synthetic_kernel("k.b", "gemm", 32, 0, 0.5),
-                                                        synthetic_kernel("k.a", "attention", 64, 64, 0.25)};
+  std::vector<results::KernelCaseRecord> kernels = {synthetic_kernel("k.b", "gemm", 32, 0, 0.5),
+                                                    synthetic_kernel("k.a", "attention", 64, 64, 0.25)};
   std::vector<std::string> all_p, shard_p[2], all_k, shard_k[2];
   for (std::size_t i = 0; i < pairs.size(); ++i) {
-    all_p.push_back(conformance::to_json(pairs[i]).dump());
+    all_p.push_back(results::to_json(pairs[i]).dump());
     shard_p[i % 2].push_back(all_p.back());
   }
   for (std::size_t i = 0; i < kernels.size(); ++i) {
-    all_k.push_back(conformance::to_json(kernels[i]).dump());
+    all_k.push_back(results::to_json(kernels[i]).dump());
     shard_k[i % 2].push_back(all_k.back());
   }
   write_lines(root / "all" / "pairs.jsonl", all_p);
@@ -78,14 +78,14 @@ TEST(ReadResults, TwoShardsEqualTheUnshardedRun) {
 TEST(ReadResults, IdenticalDuplicateKeptOnceConflictingDuplicateFails) {
   const fs::path root = test::temp_dir("kvconf_read_results");
   auto p = plan()[0];
-  const std::string line = conformance::to_json(p).dump();
+  const std::string line = results::to_json(p).dump();
   p.seconds = 9.0;  // wall time is not content
   write_lines(root / "a" / "pairs.jsonl", {line});
-  write_lines(root / "b" / "pairs.jsonl", {conformance::to_json(p).dump()});
+  write_lines(root / "b" / "pairs.jsonl", {results::to_json(p).dump()});
   EXPECT_EQ(read_results({root / "a", root / "b"}).pairs.size(), 1u);
 
   p.free.kl[2] *= 2;  // a different result for the same key
-  write_lines(root / "c" / "pairs.jsonl", {conformance::to_json(p).dump()});
+  write_lines(root / "c" / "pairs.jsonl", {results::to_json(p).dump()});
   try {
     read_results({root / "a", root / "c"});
     FAIL() << "no error";
@@ -100,7 +100,7 @@ TEST(ReadResults, IdenticalDuplicateKeptOnceConflictingDuplicateFails) {
 TEST(ReadResults, TornLastLineDroppedOtherBadLinesNamed) {
   const fs::path root = test::temp_dir("kvconf_read_results");
   const auto pairs = plan();
-  const std::string l0 = conformance::to_json(pairs[0]).dump(), l1 = conformance::to_json(pairs[1]).dump();
+  const std::string l0 = results::to_json(pairs[0]).dump(), l1 = results::to_json(pairs[1]).dump();
   write_lines(root / "torn" / "pairs.jsonl", {l0, l1}, l1.substr(0, l1.size() / 2));
   EXPECT_EQ(read_results({root / "torn"}).pairs.size(), 2u);
 
@@ -112,7 +112,7 @@ TEST(ReadResults, TornLastLineDroppedOtherBadLinesNamed) {
     const std::string m = e.what();
     EXPECT_NE(m.find("pairs.jsonl line 2"), std::string::npos) << m;
   }
-  auto j = conformance::to_json(pairs[0]);
+  auto j = results::to_json(pairs[0]);
   j["free"]["kl"] = "oops";
   write_lines(root / "field" / "pairs.jsonl", {j.dump()});
   try {
@@ -134,8 +134,7 @@ TEST(ReadResults, DirectoryWithoutResultsIsAnError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find((root / "empty").string()), std::string::npos) << e.what();
   }
-  write_lines(root / "konly" / "kernels.jsonl",
-              {conformance::to_json(synthetic_kernel("k", "gemm", 8, 0, 0.1)).dump()});
+  write_lines(root / "konly" / "kernels.jsonl", {results::to_json(synthetic_kernel("k", "gemm", 8, 0, 0.1)).dump()});
   const auto in = read_results({root / "konly"});
   EXPECT_TRUE(in.pairs.empty());
   EXPECT_EQ(in.kernels.size(), 1u);

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "kvconf/conformance/model_rules.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/reports/report.hpp"
 
 namespace kvconf {
 namespace {
 
-using conformance::RunPairRecord;
+using results::RunPairRecord;
 
 RunPairRecord pair(const std::string& profile, const std::string& prompt, std::vector<double> kl,
                    std::optional<std::size_t> flip, std::optional<double> floor = std::nullopt,
@@ -42,7 +42,7 @@ std::vector<const RunPairRecord*> ptrs(const std::vector<RunPairRecord>& v) {
   return out;
 }
 
-std::optional<bool> verdict_of(const conformance::RuleVerdict& v) {
+std::optional<bool> verdict_of(const results::RuleVerdict& v) {
   if (!v.skipped.empty()) return std::nullopt;
   return v.pass;
 }
@@ -118,8 +118,8 @@ TEST(SuiteReportAgree, Fp32KlRatio) {
 }
 
 TEST(SuiteReportAgree, FlipsAreNearTies) {
-  conformance::CheckResult near_tie{"flip_near_tie", true, 0.5, 1.0, 0.5, 0, ""};
-  conformance::CheckResult past{"flip_near_tie", false, 1.5, 1.0, -0.5, 0, ""};
+  results::CheckResult near_tie{"flip_near_tie", true, 0.5, 1.0, 0.5, 0, ""};
+  results::CheckResult past{"flip_near_tie", false, 1.5, 1.0, -0.5, 0, ""};
   for (const auto& rules : {std::vector{near_tie}, std::vector{past}, std::vector{near_tie, past}}) {
     std::vector<RunPairRecord> pairs;
     for (std::size_t i = 0; i < rules.size(); ++i) {

@@ -14,14 +14,14 @@
 #include <set>
 
 #include "crash_support.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "temp_dir.hpp"
 
 namespace kvconf::crash {
 namespace {
 
-std::string pair_key(const nlohmann::json& j) { return conformance::run_pair_from_json(j).key(); }
-std::string kernel_key(const nlohmann::json& j) { return conformance::kernel_case_from_json(j).key(); }
+std::string pair_key(const nlohmann::json& j) { return results::run_pair_from_json(j).key(); }
+std::string kernel_key(const nlohmann::json& j) { return results::kernel_case_from_json(j).key(); }
 
 struct Scenario {
   std::string name;

@@ -28,12 +28,12 @@ kernels::GemmKernel engine_gemm(const std::string& name, bool bug) {
 }
 
 // kvconf's quick sweep over one kernel: the records of every (kernel, case) item.
-std::vector<conformance::KernelCaseRecord> sweep(bool bug) {
+std::vector<results::KernelCaseRecord> sweep(bool bug) {
   kernels::Registry reg;
   reg.add(engine_gemm(bug ? "engine.gemm.blocked_gemv_bug" : "engine.gemm.blocked", bug));
   conformance::SweepOptions o;
   o.quick = true;  // kvconf run's shapes: decode (m = 1) and prefill GEMMs, projections ON vs OFF (well under 1 s)
-  std::vector<conformance::KernelCaseRecord> out;
+  std::vector<results::KernelCaseRecord> out;
   for (const conformance::SweepItem& item : conformance::sweep_plan(reg, o))
     out.push_back(conformance::run_sweep_item(reg, item, o));
   return out;

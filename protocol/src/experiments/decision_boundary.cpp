@@ -17,7 +17,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   json d;
   d["flip"] = f.flip ? json(*f.flip) : json();
@@ -34,7 +34,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   double diff0 = 0.0;
   for (std::size_t i = 0; i < f.logits_on[0].size(); ++i)
     diff0 = std::max(diff0, std::fabs(double(f.logits_on[0][i]) - f.logits_off[0][i]));
-  conformance::CheckResult r;
+  results::CheckResult r;
   r.rule = "step0_logits_bitwise";
   r.pass = f.logits_on[0] == f.logits_off[0];
   r.error = diff0;
@@ -58,7 +58,7 @@ analysis::Correlation corr(const std::vector<double>& x, const std::vector<doubl
   }
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile  strategy",
                "pairs",
                "flips",
@@ -71,7 +71,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                "step-1 margin flipped / not",
                "MW p"};
   const Groups g = group_by(recs, {"model", "profile", "strategy"});
-  std::map<std::string, conformance::ExperimentSeries> series;
+  std::map<std::string, results::ExperimentSeries> series;
   std::vector<std::string> series_order;
   for (const std::string& k : g.keys) {
     std::vector<double> flip, kl, flip_x, kl_x, m_flipped, m_not;
@@ -124,7 +124,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                          num(median(m_flipped)) + " where the pair flipped, " + num(median(m_not)) +
                          " where it did not.");
   }
-  conformance::ExperimentPlot p{"Flip index vs mean KL (flipped pairs)", "flip index (step)", "mean KL (nats)", {}};
+  results::ExperimentPlot p{"Flip index vs mean KL (flipped pairs)", "flip index (step)", "mean KL (nats)", {}};
   for (const std::string& name : series_order) p.series.push_back(series[name]);
   s.plots.push_back(p);
 }

@@ -12,7 +12,7 @@
 
 #include "kvconf/analysis/paired.hpp"
 #include "kvconf/conformance/checks.hpp"
-#include "kvconf/conformance/experiment_summary.hpp"
+#include "kvconf/results/experiment_summary.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/protocol/experiments.hpp"
 #include "kvconf/protocol/protocol_inputs.hpp"
@@ -79,8 +79,8 @@ struct Experiment {
   const char* name;
   const char* title;
   const char* question;
-  std::function<nlohmann::json(PairUnit&, conformance::CheckResults&)> run;
-  std::function<void(const std::vector<const nlohmann::json*>&, conformance::ExperimentSummary&)> summarize;
+  std::function<nlohmann::json(PairUnit&, results::CheckResults&)> run;
+  std::function<void(const std::vector<const nlohmann::json*>&, results::ExperimentSummary&)> summarize;
 };
 const std::vector<Experiment>& all_experiments();
 

@@ -70,7 +70,7 @@ std::string describe(const Candidate& c, const engine::ProfileKernels& k) {
   return l + c.op + " (" + k.gemm->info.name + ")";
 }
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   engine::Context& c = u.ctx();
   const std::size_t L = c.model().config.n_layers, P = u.prompt().size();
@@ -128,7 +128,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   const std::vector<float> z_all = logits_with(all);
   double diff = 0.0;
   for (std::size_t i = 0; i < z_all.size(); ++i) diff = std::max(diff, std::fabs(double(z_all[i]) - z_off[i]));
-  conformance::CheckResult r;
+  results::CheckResult r;
   r.rule = "full_patch_reproduces_off";
   r.pass = z_all == z_off;
   r.error = diff;
@@ -174,11 +174,11 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile  strategy", "flips",         "attributed",      "culprit ops (count)",
                "culprit layers (count)",   "mean set size", "decodes per flip"};
   const Groups g = group_by(recs, {"model", "profile", "strategy"});
-  conformance::ExperimentPlot p{
+  results::ExperimentPlot p{
       "Flip attribution: culprit count per op (0 cache, 1 attn_norm, 2 qkv, 3 attention, "
       "4 o_proj, 5 mlp_norm, 6 mlp)",
       "op",
@@ -214,7 +214,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                       num(mean(size)), num(mean(trials))});
   }
   for (const auto& [profile, counts] : by_profile) {
-    conformance::ExperimentSeries b{profile, "bars", {}, {}};
+    results::ExperimentSeries b{profile, "bars", {}, {}};
     for (std::size_t i = 0; i < ops.size(); ++i)
       b.x.push_back(double(i)), b.y.push_back(counts.count(ops[i]) ? counts.at(ops[i]) : 0.0);
     p.series.push_back(b);

@@ -96,7 +96,7 @@ const char* kind_of(std::size_t n_kv, std::size_t base) {
   return n_kv > base ? "replicated" : n_kv < base ? "pooled" : "base";
 }
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const engine::Model& base = u.ctx().model();
   const engine::ModelConfig& c = base.config;
   const std::size_t H = c.n_heads, B = c.n_kv_heads, L = c.n_layers;
@@ -146,16 +146,16 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
               {"amplification", num_or_null(amp)}};
     const std::string label =
         "G=" + std::to_string(G) + " (" + std::to_string(n_kv) + " K/V heads, " + kind_of(n_kv, B) + "): ";
-    conformance::CheckResults r = conformance::flip_rules(
+    results::CheckResults r = conformance::flip_rules(
         fr, u.prompt(), po.sampler.strategy, [&ref](const std::vector<int>& seq) { return ref.recompute(seq); },
         u.seed());
     double S = kNaN;
-    for (const conformance::CheckResult& x : r)
+    for (const results::CheckResult& x : r)
       if (x.rule == "perturbation_rounding_sized") S = x.bound / 2.0;
     v["S"] = num_or_null(S);
     vs.push_back(v);
     if (!(S > 0.0)) continue;  // the fp32 reference profile itself (S = 0): no rounding yardstick, no rule
-    for (conformance::CheckResult& x : r) {
+    for (results::CheckResult& x : r) {
       if (x.rule == "no_flip") continue;
       x.rule = "gqa_" + x.rule;
       x.detail = label + x.detail;
@@ -173,7 +173,7 @@ struct PerG {
   std::vector<double> kl, h1, h2;
 };
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile",
                "G (K/V heads)",
                "variant",
@@ -184,11 +184,11 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
                "mean drift hidden[2]",
                "layer-1 amplification"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot amp_plot{"GQA: layer-1 amplification drift(hidden[2]) / drift(hidden[1]) vs G",
-                                       "G = query heads per K/V head",
-                                       "amplification",
-                                       {}};
-  conformance::ExperimentPlot flip_plot{"GQA: flip rate vs G", "G = query heads per K/V head", "flip rate", {}};
+  results::ExperimentPlot amp_plot{"GQA: layer-1 amplification drift(hidden[2]) / drift(hidden[1]) vs G",
+                                   "G = query heads per K/V head",
+                                   "amplification",
+                                   {}};
+  results::ExperimentPlot flip_plot{"GQA: flip rate vs G", "G = query heads per K/V head", "flip rate", {}};
   for (const std::string& k : g.keys) {
     std::map<std::size_t, PerG> by_g;
     std::size_t rep_pairs = 0, rep_same = 0;  // replicated variants compared with the same pair's base
@@ -213,9 +213,9 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
         }
       }
     }
-    conformance::ExperimentSeries measured{k + " measured", "line", {}, {}};
-    conformance::ExperimentSeries predicted{k + " predicted ∝ G (paper §7.2)", "line", {}, {}};
-    conformance::ExperimentSeries flips{k, "line", {}, {}};
+    results::ExperimentSeries measured{k + " measured", "line", {}, {}};
+    results::ExperimentSeries predicted{k + " predicted ∝ G (paper §7.2)", "line", {}, {}};
+    results::ExperimentSeries flips{k, "line", {}, {}};
     double amp1 = kNaN;
     std::string amps, preds;
     for (const auto& [G, p] : by_g) {

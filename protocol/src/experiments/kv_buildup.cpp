@@ -24,7 +24,7 @@ double rel_rows(const std::vector<float>& on, const std::vector<float>& off, std
   return m > 0.0 ? d / m : d;
 }
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   const engine::Model& model = u.ctx().model();
   const std::size_t L = model.config.n_layers, P = u.prompt().size(), D = model.config.hidden;
@@ -83,7 +83,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   }
   json d = {{"layers", L}, {"steps", T}, {"dk_rel", dk}, {"dv_rel", dv}};
   if (T >= 2) {
-    conformance::CheckResult res;
+    results::CheckResult res;
     res.rule = "layer0_v_within_gemm_bounds";
     res.error = w_err;
     res.bound = w_bound;
@@ -96,13 +96,13 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile", "pairs", "max rel ΔK: layer 0 / last layer", "max rel ΔV: layer 0 / last layer",
                "mean rel ΔK first step / last step"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot per_step{
+  results::ExperimentPlot per_step{
       "KV build-up: mean relative ΔK over layers, per step", "decode step", "max|ΔK| / max|K_off|", {}};
-  conformance::ExperimentPlot per_layer{
+  results::ExperimentPlot per_layer{
       "KV build-up: mean relative ΔV per layer (last step)", "layer", "max|ΔV| / max|V_off|", {}};
   for (const std::string& k : g.keys) {
     std::vector<std::vector<double>> step_sum;  // step -> values (mean over layers), over pairs
@@ -126,7 +126,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
         for (std::size_t l = 0; l < last.size(); ++l) layer_v[l].push_back(last[l]);
       }
     }
-    conformance::ExperimentSeries a{k, "line", {}, {}}, b{k, "line", {}, {}};
+    results::ExperimentSeries a{k, "line", {}, {}}, b{k, "line", {}, {}};
     for (std::size_t t = 0; t < step_sum.size(); ++t) a.x.push_back(double(t + 1)), a.y.push_back(mean(step_sum[t]));
     for (std::size_t l = 0; l < layer_v.size(); ++l) b.x.push_back(double(l)), b.y.push_back(mean(layer_v[l]));
     per_step.series.push_back(a);

@@ -61,7 +61,7 @@ engine::GenerateResult injected_run(PairUnit& u, const Variant& v, std::uint64_t
   return g;
 }
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   engine::GenerateResult clean;
   clean.tokens = f.tokens_on;
@@ -91,10 +91,10 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
               {"correct", gold && u.answer && u.answer(run.tokens_on) == gold}};
     vs.push_back(e);
     if (v.kind == Perturb::uniform_rel && i == 0) {  // amplitude u: one storage rounding
-      conformance::CheckResults r = conformance::flip_rules(
+      results::CheckResults r = conformance::flip_rules(
           run, u.prompt(), po.sampler.strategy, [&u](const std::vector<int>& seq) { return u.ref().recompute(seq); },
           u.seed());
-      for (conformance::CheckResult& x : r) {
+      for (results::CheckResult& x : r) {
         if (x.rule == "no_flip") continue;
         x.rule = "u_noise_" + x.rule;
         x.detail = "U(-u,u) relative noise on every stored K/V value, against clean cache-ON: " + x.detail;
@@ -103,7 +103,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
     }
   }
   d["variants"] = vs;
-  conformance::CheckResult q;
+  results::CheckResult q;
   q.rule = "quantizer_within_step";
   q.error = qc.err;
   q.bound = qc.bound;
@@ -116,14 +116,14 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile", "variant", "pairs", "flip rate", "mean KL", "median first flip", "accuracy (clean)"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot amp{"KV injection: flip rate vs relative noise amplitude (uniform)",
-                                  "log2 amplitude a of x(1 + a U(-1,1))",
-                                  "flip rate",
-                                  {}};
-  conformance::ExperimentPlot quant{
+  results::ExperimentPlot amp{"KV injection: flip rate vs relative noise amplitude (uniform)",
+                              "log2 amplitude a of x(1 + a U(-1,1))",
+                              "flip rate",
+                              {}};
+  results::ExperimentPlot quant{
       "KV injection: flip rate per quantization (0 fp8_e4m3, 1 fp8_e5m2, 2 int8 token, "
       "3 int8 channel, 4 int4 token, 5 int4 channel, 6 q8_0, 7 q4_0)",
       "quantization",
@@ -143,7 +143,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
         by_variant[n].push_back(&e);
       }
     }
-    conformance::ExperimentSeries a{k, "line", {}, {}}, b{k, "bars", {}, {}};
+    results::ExperimentSeries a{k, "line", {}, {}}, b{k, "bars", {}, {}};
     std::string threshold = "none flips half the pairs";
     double qi = 0;
     for (const std::string& n : order) {

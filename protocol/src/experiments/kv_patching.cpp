@@ -16,7 +16,7 @@ namespace {
 
 enum class Part { both, k, v };
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   const std::size_t L = u.ctx().model().config.n_layers, P = u.prompt().size();
   json d;
@@ -80,7 +80,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
       worst = h, err = e, bound = b, worst_t = t, on_diff = e_on;
   }
   if (S.empty() || S.back() == 0.0) return d;  // the fp32 reference profile itself: no yardstick (S = 0)
-  conformance::CheckResult r;
+  results::CheckResult r;
   r.rule = "kv_patch_all_within_step_error";
   r.error = err;
   r.bound = bound;
@@ -94,12 +94,12 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile", "pairs with D>0", "all layers K+V: mean (min)",
                "K only",         "V only",         "best single layer (median)",
                "answer"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot p{
+  results::ExperimentPlot p{
       "KV patching: median recovery per layer (K and V of one layer)", "layer patched", "recovery", {}};
   for (const std::string& k : g.keys) {
     std::vector<double> all, kk, vv;
@@ -114,7 +114,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
       per_layer.resize(pl.size());
       for (std::size_t l = 0; l < pl.size(); ++l) per_layer[l].push_back(pl[l]);
     }
-    conformance::ExperimentSeries line{k, "line", {}, {}};
+    results::ExperimentSeries line{k, "line", {}, {}};
     double best = -std::numeric_limits<double>::infinity();
     std::size_t best_l = 0;
     for (std::size_t l = 0; l < per_layer.size(); ++l) {

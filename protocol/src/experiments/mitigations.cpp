@@ -76,7 +76,7 @@ json outcome(const std::string& name, const analysis::PairedRun& run, double sec
           {"extra", extra}};
 }
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   analysis::PairOptions po = u.options();
   po.keep_logits = true;
@@ -138,7 +138,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
       }
       equal = equal && run.logits_on[t] == run.logits_off[t];
     }
-    conformance::CheckResult r;
+    results::CheckResult r;
     r.rule = "cache_invariant_mitigation_bitwise";
     r.pass = equal;
     r.error = diff;
@@ -155,12 +155,12 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {
       "model  profile",         "mitigation", "pairs", "flip rate", "mean KL (shared context)", "time / cache-ON",
       "extra work (first pair)"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot p{
+  results::ExperimentPlot p{
       "Mitigations: flip rate (0 none, 1 refresh_16, 2 refresh_4, 3 refresh_1, 4 smoothed_4, "
       "5 LayerCast, 6 fp32 K/V cache, 7 cache-invariant)",
       "mitigation",
@@ -175,7 +175,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
         if (!by.count(n)) order.push_back(n);
         by[n].push_back(&m);
       }
-    conformance::ExperimentSeries b{k, "bars", {}, {}};
+    results::ExperimentSeries b{k, "bars", {}, {}};
     std::string best;
     double best_rate = 2.0, best_kl = 0.0, base_rate = 0.0, base_kl = 0.0;
     for (const std::string& n : order) {

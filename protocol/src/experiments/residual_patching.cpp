@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::size_t kPatchStep = 1;
 
-json run(PairUnit& u, conformance::CheckResults& rules) {
+json run(PairUnit& u, results::CheckResults& rules) {
   const analysis::PairedRun& f = u.free();
   json d;
   const std::size_t L = u.ctx().model().config.n_layers;
@@ -59,7 +59,7 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   double diff = 0.0;
   for (std::size_t i = 0; i < all[kPatchStep].size(); ++i)
     diff = std::max(diff, std::fabs(double(all[kPatchStep][i]) - off[kPatchStep][i]));
-  conformance::CheckResult r;
+  results::CheckResult r;
   r.rule = "all_layers_patch_reproduces_step";
   r.pass = all[kPatchStep] == off[kPatchStep];
   r.error = diff;
@@ -71,11 +71,11 @@ json run(PairUnit& u, conformance::CheckResults& rules) {
   return d;
 }
 
-void summarize(const Records& recs, conformance::ExperimentSummary& s) {
+void summarize(const Records& recs, results::ExperimentSummary& s) {
   s.columns = {"model  profile", "pairs with D>0", "median recovery per layer (min .. max)", "mean recovery, one layer",
                "all layers: mean (median)"};
   const Groups g = group_by(recs, {"model", "profile"});
-  conformance::ExperimentPlot p{"Residual patching: median recovery per layer", "layer patched", "recovery", {}};
+  results::ExperimentPlot p{"Residual patching: median recovery per layer", "layer patched", "recovery", {}};
   for (const std::string& k : g.keys) {
     std::vector<std::vector<double>> per_layer;
     std::vector<double> all, one;
@@ -90,7 +90,7 @@ void summarize(const Records& recs, conformance::ExperimentSummary& s) {
       for (std::size_t l = 0; l < rec.size(); ++l) per_layer[l].push_back(rec[l]), one.push_back(rec[l]);
       all.push_back(doubles(json::array({d.at("recovery_all")}))[0]);
     }
-    conformance::ExperimentSeries line{k, "line", {}, {}};
+    results::ExperimentSeries line{k, "line", {}, {}};
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (std::size_t l = 0; l < per_layer.size(); ++l) {
       const double m = median(per_layer[l]);

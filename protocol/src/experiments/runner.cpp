@@ -6,7 +6,7 @@
 #include <set>
 
 #include "experiment.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/engine/sampling.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
@@ -131,7 +131,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
       const std::string key = key_of(w, *e);
       if (store.has(key)) continue;
       const auto e0 = std::chrono::steady_clock::now();
-      conformance::CheckResults rules;
+      results::CheckResults rules;
       json data = e->run(unit, rules);
       json rec = {{"schema", kExperimentSchema},
                   {"experiment", e->name},
@@ -143,7 +143,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
                   {"max_new_tokens", o.max_new_tokens}};
       rec["data"] = std::move(data);
       rec["rules"] = json::array();
-      for (const conformance::CheckResult& c : rules) rec["rules"].push_back(conformance::to_json(c));
+      for (const results::CheckResult& c : rules) rec["rules"].push_back(results::to_json(c));
       rec["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
       store.append(rec);
       ++res.ran;
@@ -165,8 +165,8 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
   return res;
 }
 
-std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vector<json>& records) {
-  std::vector<conformance::ExperimentSummary> out;
+std::vector<results::ExperimentSummary> summarize_experiments(const std::vector<json>& records) {
+  std::vector<results::ExperimentSummary> out;
   for (const experiments::Experiment& e : all_experiments()) {
     experiments::Records mine;
     for (const json& r : records) {
@@ -182,7 +182,7 @@ std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vec
         throw BadInput("experiment record " + experiment_record_key(r) + ": unknown experiment '" + n + "'");
     }
     if (mine.empty()) continue;
-    conformance::ExperimentSummary s;
+    results::ExperimentSummary s;
     s.name = e.name;
     s.title = e.title;
     s.question = e.question;
@@ -198,7 +198,7 @@ std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vec
     } catch (const json::exception& ex) {
       std::string key = "?";  // the first record that alone does not summarise
       for (const json* r : mine) try {
-          conformance::ExperimentSummary one;
+          results::ExperimentSummary one;
           e.summarize({r}, one);
         } catch (const json::exception&) {
           key = experiment_record_key(*r);

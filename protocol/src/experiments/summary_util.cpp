@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/numerics/number_text.hpp"
 #include "kvconf/protocol/experiments.hpp"
 
@@ -24,25 +24,25 @@ Groups group_by(const Records& records, const std::vector<std::string>& fields) 
   return g;
 }
 
-void add_verdicts(const std::string& experiment, const Records& records, conformance::ExperimentSummary& s) {
+void add_verdicts(const std::string& experiment, const Records& records, results::ExperimentSummary& s) {
   const Groups g = group_by(records, {"model", "profile"});
   for (const std::string& k : g.keys) {
     std::vector<std::string> rules;
-    std::map<std::string, conformance::ExperimentVerdict> by_rule;
+    std::map<std::string, results::ExperimentVerdict> by_rule;
     for (const json* r : g.by_key.at(k)) {
       for (const json& j : r->at("rules")) {
-        const conformance::CheckResult c = conformance::check_result_from_json(j);
+        const results::CheckResult c = results::check_result_from_json(j);
         auto it = by_rule.find(c.rule);
         if (it == by_rule.end()) {
           rules.push_back(c.rule);
-          conformance::ExperimentVerdict v;
+          results::ExperimentVerdict v;
           v.suite = "experiment." + experiment + "." + r->at("model").get<std::string>() + "." +
                     r->at("profile").get<std::string>();
           v.result = c;
           v.result.detail = experiment_record_key(*r) + ": " + c.detail;
           it = by_rule.emplace(c.rule, v).first;
         } else {
-          conformance::CheckResult& w = it->second.result;
+          results::CheckResult& w = it->second.result;
           const bool worse = (!c.pass && w.pass) || (c.pass == w.pass && c.headroom < w.headroom);
           const bool pass = w.pass && c.pass;
           if (worse) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/experiment_summary.hpp"
+#include "kvconf/results/experiment_summary.hpp"
 
 namespace kvconf::protocol::experiments {
 
@@ -22,7 +22,7 @@ Groups group_by(const Records& records, const std::vector<std::string>& fields);
 
 // One verdict per rule found in the records of each (model, profile) group: pass when every record's result passes;
 // error/bound/headroom/detail of the worst (smallest headroom) record, detail prefixed with its key.
-void add_verdicts(const std::string& experiment, const Records& records, conformance::ExperimentSummary& s);
+void add_verdicts(const std::string& experiment, const Records& records, results::ExperimentSummary& s);
 
 std::string num(double x, int digits = 3);             // "%.3g", "n/a" for NaN
 std::string pct(double x);                             // "12.3%", "n/a" for NaN

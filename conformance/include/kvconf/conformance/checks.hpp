@@ -11,25 +11,13 @@
 
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/kernels/kernel.hpp"
+#include "kvconf/results/check_result.hpp"
 
 namespace kvconf::conformance {
 
-// One rule applied to one kernel on one case.
-struct CheckResult {
-  std::string rule;  // "oracle_bound", "two_sided", "on_off_bound", "on_off_bitwise", "chunked_bound",
-                     // "chunked_bitwise", "unused_slots", "capacity_bitwise", ...
-  bool pass = false;
-  double error = 0.0;     // the measured quantity (max over elements: |computed − oracle|, |on − off|, ...)
-  double bound = 0.0;     // its threshold (from reference/ bounds; 0 for bitwise rules)
-  double headroom = 0.0;  // (bound − error) / bound; for bitwise rules 1 when equal, −inf otherwise
-  std::uint64_t seed = 0;
-  std::string detail;  // worst element, its values, the seed: enough to reproduce
-};
-using CheckResults = std::vector<CheckResult>;
-
-bool all_pass(const CheckResults& r);
-// One line per result: "rule pass|FAIL error=… bound=… headroom=… seed=… detail".
-std::string describe(const CheckResults& r);
+// The results vocabulary (results/: CheckResult, records, verdicts, experiment summaries) under conformance's names
+// too, so the checks and suites say CheckResult, RunPairRecord as before.
+using namespace kvconf::results;
 
 // Rule 1 (oracle accuracy, two-sided): every element within its a-priori bound, and the max error within
 // k × the max error of a naive same-precision implementation (sequential, accumulating in
@@ -63,16 +51,8 @@ CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, con
 // Other kernels: outputs at different capacities differ by no more than the sum of their bounds (capacity_bound).
 CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 
-// Measured cache-ON vs cache-OFF difference, no bound (the table in docs/KERNELS.md): the same runs as
+// Measured cache-ON vs cache-OFF difference (OnOffDiff), no bound (the table in docs/KERNELS.md): the same runs as
 // check_projection_cache_on_off (all T rows) and check_attention_cache_on_off (the decode row).
-struct OnOffDiff {
-  std::size_t elements = 0;
-  std::size_t differing = 0;  // elements whose bits differ
-  double max_ulp = 0.0;       // max |on − off| / ulp(max(|on|, |off|)), ulps of the output format at the larger
-  double max_abs = 0.0;       // max |on − off|
-  double max_rel = 0.0;       // normwise: max |on − off| / max |off| (elementwise ratios blow up near zero)
-  std::string paths;          // the kernel paths each side took
-};
 OnOffDiff measure_projection_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);
 OnOffDiff measure_attention_on_off(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 

@@ -8,21 +8,12 @@
 #include <vector>
 
 #include "kvconf/analysis/paired.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
+#include "kvconf/results/rule_verdict.hpp"
 
 namespace kvconf::conformance {
 
-struct RuleVerdict {  // one JUnit test case of a report
-  std::string suite;  // e.g. "model.fixture:llama2-tiny.fp16-eager" or "kernels.cpu.attn.a1_flash2.f16"
-  std::string name;   // rule name, e.g. "FlipsAreNearTies", "Fp32TokensIdentical", "oracle_bound/<case_id>"
-  bool pass = false;
-  double measured = 0, threshold = 0, headroom = 0;
-  std::string detail;
-  std::string skipped;  // non-empty: the rule was not applied (why); pass is true and measured/threshold are 0
-};
-
-// (threshold − measured) / threshold; a zero threshold: 1 when measured is 0, −inf otherwise.
-double verdict_headroom(double measured, double threshold);
+using namespace kvconf::results;  // RunPairRecord, RuleVerdict (results/)
 
 // A paired run as a record stores it (per-step KL, JS, margins, largest logit difference; tokens; flip).
 RegimeRecord regime_record(const analysis::PairedRun& r);

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "kvconf/conformance/cases.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/kernels/registry.hpp"
 
 namespace kvconf::conformance {
+
+using namespace kvconf::results;  // KernelCaseRecord, CheckResults (results/)
 
 struct SweepOptions {
   std::string filter;                 // keep items whose "kernel|case_id" contains this text (empty: all)

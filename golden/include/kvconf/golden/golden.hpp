@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 
 namespace kvconf::golden {
 
@@ -76,18 +76,18 @@ struct Change {
 };
 std::string describe(const Change& c);  // "key: field: old -> new"
 
-TokenRun token_run_of(const conformance::RunPairRecord& r);
-KernelStat kernel_stat_of(const conformance::KernelCaseRecord& r);
-Baseline make_baseline(Provenance p, const std::vector<conformance::RunPairRecord>& pairs,
-                       const std::vector<conformance::KernelCaseRecord>& kernels, Band band = {});
+TokenRun token_run_of(const results::RunPairRecord& r);
+KernelStat kernel_stat_of(const results::KernelCaseRecord& r);
+Baseline make_baseline(Provenance p, const std::vector<results::RunPairRecord>& pairs,
+                       const std::vector<results::KernelCaseRecord>& kernels, Band band = {});
 
 // Compares one entry with a fresh record of the same key (changes of that entry only).
-std::vector<Change> compare(const TokenRun& golden, const conformance::RunPairRecord& now, const Band& band);
-std::vector<Change> compare(const KernelStat& golden, const conformance::KernelCaseRecord& now, const Band& band);
+std::vector<Change> compare(const TokenRun& golden, const results::RunPairRecord& now, const Band& band);
+std::vector<Change> compare(const KernelStat& golden, const results::KernelCaseRecord& now, const Band& band);
 // Every entry of the baseline against the run: changed entries, entries the run lacks ("present": yes -> no) and
 // entries the baseline lacks ("present": no -> yes).
-std::vector<Change> check(const Baseline& b, const std::vector<conformance::RunPairRecord>& pairs,
-                          const std::vector<conformance::KernelCaseRecord>& kernels);
+std::vector<Change> check(const Baseline& b, const std::vector<results::RunPairRecord>& pairs,
+                          const std::vector<results::KernelCaseRecord>& kernels);
 
 // A golden file that cannot be used (missing, corrupted, wrong schema): the message names the file and the field and
 // tells the update command.

@@ -1,14 +1,14 @@
 // The paper's open questions as experiments of `kvconf model --experiment NAME|all` (docs/EXPERIMENTS.md): each runs
 // on every planned pair (profile × strategy × seed × prompt, the protocol's plan, sharded and resumable like it),
 // appends one record per (experiment, pair) to OUT/experiments.jsonl, and is summarised over the records into a
-// conformance::ExperimentSummary: findings, a table, plots and the verdicts of its gating rules.
+// results::ExperimentSummary: findings, a table, plots and the verdicts of its gating rules.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/experiment_summary.hpp"
+#include "kvconf/results/experiment_summary.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/protocol/protocol.hpp"
 
@@ -29,8 +29,8 @@ struct ExperimentPlants {  // planted faults for the rules' tests (tests/protoco
 };
 
 struct ExperimentsResult {
-  std::vector<nlohmann::json> records;                    // this shard's records (resumed + new), plan order
-  std::vector<conformance::ExperimentSummary> summaries;  // one per experiment run
+  std::vector<nlohmann::json> records;                // this shard's records (resumed + new), plan order
+  std::vector<results::ExperimentSummary> summaries;  // one per experiment run
   std::size_t ran = 0, resumed = 0;
 };
 
@@ -41,7 +41,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
 
 // The summaries of records (of one run, or several shards merged), one per experiment present, in run order.
 // A record whose "experiment" is unknown, or whose fields are missing, is BadInput naming the record's key.
-std::vector<conformance::ExperimentSummary> summarize_experiments(const std::vector<nlohmann::json>& records);
+std::vector<results::ExperimentSummary> summarize_experiments(const std::vector<nlohmann::json>& records);
 
 std::string experiment_record_key(const nlohmann::json& record);  // "experiment|model|profile|strategy|seed|prompt"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/conformance/sweep.hpp"
 #include "kvconf/protocol/result_store.hpp"
 
@@ -25,16 +25,16 @@ JsonlStore open_kernel_store(const std::filesystem::path& file, bool resume);
 // resumes where it stopped); `on_new` sees each new record. Returns how many items ran.
 std::size_t run_kernel_sweep(const kernels::Registry& reg, const conformance::SweepOptions& so,
                              const std::vector<const conformance::SweepItem*>& items, JsonlStore& store,
-                             const std::function<void(conformance::KernelCaseRecord&&)>& on_new = {});
+                             const std::function<void(results::KernelCaseRecord&&)>& on_new = {});
 
 // Opens OUT for a kernel sweep (kvconf kernels): creates OUT (BadInput if it cannot, or cannot write there); on
 // resume, OUT/manifest.json's member "kernels" must equal `manifest` apart from kvconf_version (BadInput naming both
 // otherwise); emplaces `store` at OUT/kernels.jsonl; reads its finished records once, each of which must be a key of
 // `planned` (BadInput naming the key); then writes `manifest` as the member "kernels" (the file's other members,
 // such as kvconf model's, are kept). Returns the finished records, in file order.
-std::vector<conformance::KernelCaseRecord> open_kernel_sweep(const std::filesystem::path& out,
-                                                             const nlohmann::json& manifest, bool resume,
-                                                             const std::set<std::string>& planned,
-                                                             std::optional<JsonlStore>& store);
+std::vector<results::KernelCaseRecord> open_kernel_sweep(const std::filesystem::path& out,
+                                                         const nlohmann::json& manifest, bool resume,
+                                                         const std::set<std::string>& planned,
+                                                         std::optional<JsonlStore>& store);
 
 }  // namespace kvconf::protocol

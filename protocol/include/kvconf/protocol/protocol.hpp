@@ -1,6 +1,6 @@
 // The seed paper's protocol as one function (kvconf model, and the model part of kvconf run and kvconf golden): for
 // every model × profile × strategy × sample seed × prompt, run the cache-ON / cache-OFF pair in both regimes and
-// record it (conformance::RunPairRecord), appended to OUT/pairs.jsonl as it finishes. Work is planned in a fixed
+// record it (results::RunPairRecord), appended to OUT/pairs.jsonl as it finishes. Work is planned in a fixed
 // order, so --shard I/N and --resume are deterministic. The GSM8K prompt format is documented in docs/PROTOCOL.md.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/protocol/result_store.hpp"
 
 namespace kvconf::protocol {
@@ -47,12 +47,12 @@ struct Progress {
   std::size_t done = 0, total = 0;  // pairs of this shard, including resumed ones
   std::size_t resumed = 0;          // finished before this invocation (not redone)
   double elapsed_s = 0.0;           // of this invocation
-  const conformance::RunPairRecord* last = nullptr;
+  const results::RunPairRecord* last = nullptr;
 };
 using ProgressFn = std::function<void(const Progress&)>;
 
 struct ProtocolResult {
-  std::vector<conformance::RunPairRecord> records;  // this shard's finished pairs (resumed + new), plan order
+  std::vector<results::RunPairRecord> records;  // this shard's finished pairs (resumed + new), plan order
   std::size_t ran = 0, resumed = 0;
 };
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 #include "kvconf/engine/model.hpp"
 #include "kvconf/protocol/trace.hpp"
 
@@ -24,15 +24,14 @@ struct TraceCheckOptions {
 };
 
 struct TraceCheckResult {
-  std::vector<conformance::RunPairRecord> records;  // every pair's record, in pair order
+  std::vector<results::RunPairRecord> records;  // every pair's record, in pair order
   std::size_t ran = 0, resumed = 0;
   double replay_max_diff = -1.0;  // with --model: max over pairs and steps of |z_off - z_fp32| (-1: no replay)
 };
 
 // One pair's record. `fp32` (may be null): the model in fp32 storage for the replay; its vocabulary must be the
 // traces'. The record's rules: prefill_logits_bitwise, then flip_rules (conformance/model_cases.hpp).
-conformance::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32,
-                                            double* replay_diff = nullptr);
+results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff = nullptr);
 
 // Checks every pair (BadInput for a model that does not fit the traces, an --out that cannot be written, a resume
 // that does not match), appending records to OUT/pairs.jsonl; pairs already there with --resume are not redone.

@@ -8,24 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/experiment_summary.hpp"
+#include "kvconf/results/experiment_summary.hpp"
 #include "kvconf/conformance/model_rules.hpp"
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 
 namespace kvconf::reports {
 
 inline constexpr const char* kReportSchema = "kvconf.report/1";
 
 struct ReportInput {
-  std::string title;                                   // e.g. "kvconf run" or "kvconf model fixture:llama2-tiny"
-  nlohmann::json meta;                                 // provenance: kvconf version, command line, date, host, seeds
-  std::vector<conformance::RunPairRecord> pairs;       // any models/profiles/strategies mixed
-  std::vector<conformance::KernelCaseRecord> kernels;  // the kernel sweep, may be empty
-  std::vector<conformance::ExperimentSummary> experiments;  // kvconf model --experiment: findings, plots, verdicts
+  std::string title;                                    // e.g. "kvconf run" or "kvconf model fixture:llama2-tiny"
+  nlohmann::json meta;                                  // provenance: kvconf version, command line, date, host, seeds
+  std::vector<results::RunPairRecord> pairs;            // any models/profiles/strategies mixed
+  std::vector<results::KernelCaseRecord> kernels;       // the kernel sweep, may be empty
+  std::vector<results::ExperimentSummary> experiments;  // kvconf model --experiment: findings, plots, verdicts
 };
 
 // One JUnit test case (conformance/model_rules.hpp: the model rules and the suites share it).
-using RuleVerdict = conformance::RuleVerdict;
+using RuleVerdict = results::RuleVerdict;
 
 // The rules of docs/REPORTS.md "Rules": per model×profile FlipsAreNearTies, Fp32TokensIdentical, Fp32KlRatio,
 // InvariantBitwise; per kernel case one verdict per CheckResult (skipped cases: one skipped verdict); each experiment's

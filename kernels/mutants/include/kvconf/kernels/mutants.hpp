@@ -15,7 +15,7 @@ struct MutantInfo {
   std::string name;                    // registry name, "mutant.attn.causal_off_by_one"
   std::string kind;                    // "gemm" or "attention": which registry list holds it
   std::string bug;                     // the planted bug, in one sentence
-  std::vector<std::string> caught_by;  // conformance::CheckResult::rule names; at least one must FAIL
+  std::vector<std::string> caught_by;  // results::CheckResult::rule names; at least one must FAIL
 };
 
 // Adds the correct bases (mutant.base.gemm.seq32, mutant.base.attn.online, mutant.base.attn.splitkv)

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/checks.hpp"
+#include "kvconf/results/check_result.hpp"
 
-namespace kvconf::conformance {
+namespace kvconf::results {
 
 inline constexpr const char* kRunPairSchema = "kvconf.runpair/1";
 inline constexpr const char* kKernelCaseSchema = "kvconf.kernelcase/1";
@@ -76,4 +76,4 @@ CheckResult check_result_from_json(const nlohmann::json& j);
 RunPairRecord run_pair_from_json(const nlohmann::json& j);
 KernelCaseRecord kernel_case_from_json(const nlohmann::json& j);
 
-}  // namespace kvconf::conformance
+}  // namespace kvconf::results

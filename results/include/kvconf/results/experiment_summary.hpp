@@ -3,12 +3,13 @@
 // the report writers (reports/) render it into report.json, report.md, report.html and junit.xml. docs/EXPERIMENTS.md.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
-#include "kvconf/conformance/checks.hpp"
+#include "kvconf/results/check_result.hpp"
 
-namespace kvconf::conformance {
+namespace kvconf::results {
 
 struct ExperimentSeries {
   std::string name;
@@ -43,4 +44,4 @@ struct ExperimentSummary {
   std::size_t pairs = 0;  // run pairs (profile, strategy, seed, prompt) it covered
 };
 
-}  // namespace kvconf::conformance
+}  // namespace kvconf::results

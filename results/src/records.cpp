@@ -1,13 +1,13 @@
 // JSON form of the run-pair and kernel-case records (records.hpp). Non-finite numbers (a bitwise rule's −inf headroom)
 // are written as the strings "inf", "-inf", "nan", since JSON has no such numbers.
-#include "kvconf/conformance/records.hpp"
+#include "kvconf/results/records.hpp"
 
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
 
-namespace kvconf::conformance {
+namespace kvconf::results {
 
 using nlohmann::json;
 
@@ -275,4 +275,4 @@ KernelCaseRecord kernel_case_from_json(const json& j) {
   return r;
 }
 
-}  // namespace kvconf::conformance
+}  // namespace kvconf::results
