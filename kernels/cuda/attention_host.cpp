@@ -3,7 +3,7 @@
 // tracks (gpu_kv_track), through its device mirror, uploading only the rows the mirror lacks (kv_mirror.hpp); for
 // any other buffer, a fresh device copy of every filled row — with the unused rows [n_kv, capacity) NaN on the
 // device (so a kernel that read them would poison its output), uploads q, computes each query row's visible keys
-// with the CPU kernels' rule, launches the variant's kernels on the default stream, synchronises, and downloads
+// with the CPU kernels' rule, runs the kernel's launch step on the default stream, synchronises, and downloads
 // the output. Synchronous and single-stream: results are deterministic run to run, mirror or not.
 #include <algorithm>
 #include <cstdint>
@@ -14,40 +14,13 @@
 #include <vector>
 
 #include "attention_common.hpp"  // kernels/cpu: check_call, visible_keys
-#include "attention_launch.hpp"
 #include "cuda_attention.hpp"
+#include "device_call.hpp"
 #include "kv_mirror.hpp"
 #include "kvconf/numerics/rounding.hpp"
 
 namespace kvconf::kernels::cuda {
 namespace {
-
-void check(cudaError_t e, const char* who, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(who) + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
-                             cudaGetErrorString(e) + ")");
-}
-
-// A device allocation freed on scope exit.
-class DevBuf {
- public:
-  DevBuf(std::size_t bytes, const char* who) {
-    if (bytes > 0) check(cudaMalloc(&p_, bytes), who, "cudaMalloc");
-  }
-  ~DevBuf() {
-    if (p_) cudaFree(p_);
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  void* get() const { return p_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  void* p_ = nullptr;
-};
 
 // Host staging of n values (floats holding values of f) in the device storage format: fp16 bit patterns or floats.
 std::vector<unsigned char> stage(Format f, const float* x, std::size_t n) {
@@ -119,7 +92,7 @@ std::shared_ptr<void> device_cache(const char* who, Format f, const float* host,
 
 }  // namespace
 
-void run_attention(const char* who, AttnVariant variant, Format f, const AttentionCall& c, std::span<const float> q,
+void run_attention(const char* who, LaunchFn launch, Format f, const AttentionCall& c, std::span<const float> q,
                    std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out) {
   if (f != Format::fp16 && f != Format::fp32)
     throw std::invalid_argument(std::string(who) + ": format must be fp16 or fp32");
@@ -145,7 +118,14 @@ void run_attention(const char* who, AttnVariant variant, Format f, const Attenti
   check(cudaMemcpy(dlo.get(), lo.data(), D.n_q * sizeof(int), cudaMemcpyHostToDevice), who, "cudaMemcpy key_lo");
   check(cudaMemcpy(dhi.get(), hi.data(), D.n_q * sizeof(int), cudaMemcpyHostToDevice), who, "cudaMemcpy key_hi");
 
-  DevAttn a;
+  DeviceCall call;
+  call.f16 = f16;
+  call.who = who;
+  call.n_q = D.n_q;
+  call.n_kv = D.n_kv;
+  call.heads = D.heads;
+  call.dv = D.dv;
+  DevAttn& a = call.a;
   a.q = dq.get();
   a.k = dk.get();
   a.v = dv.get();
@@ -161,34 +141,10 @@ void run_attention(const char* who, AttnVariant variant, Format f, const Attenti
   a.softcap = static_cast<float>(c.params.softcap);
   a.bc = static_cast<int>(flash_bc(D.d));
 
-  const bool is_decode = D.n_q == 1;
-  cudaError_t launched = cudaSuccess;
-  if (variant == AttnVariant::simple) {
-    launched = launch_simple(a, f16);
-  } else if (variant == AttnVariant::flash2 || (variant == AttnVariant::splitkv && !is_decode)) {
-    launched = launch_flash2(a, f16);  // splitkv prefill falls back to the standard kernel, as FA2 does
-  } else if (variant == AttnVariant::splitkv) {
-    const SplitKvPlan sp = splitkv_plan(c);
-    a.bc = static_cast<int>(sp.bn);
-    a.splits = static_cast<int>(sp.splits);
-    a.keys_per_split = static_cast<int>(sp.keys_per_split());
-    DevBuf po(D.heads * sp.splits * D.dv * sizeof(float), who), pl(D.heads * sp.splits * sizeof(float), who);
-    a.part_o = po.as<float>();
-    a.part_lse = pl.as<float>();
-    launched = launch_splitkv_decode(a, f16);
-    check(launched, who, "kernel launch");
-    check(cudaDeviceSynchronize(), who, "kernel");  // before the scratch is freed
-  } else {
-    a.keys_per_split = static_cast<int>(kInvariantSplitKeys);
-    a.max_splits = static_cast<int>(std::max<std::size_t>(1, (D.n_kv + kInvariantSplitKeys - 1) / kInvariantSplitKeys));
-    DevBuf pl(D.n_q * D.heads * static_cast<std::size_t>(a.max_splits) * sizeof(float), who);
-    a.part_lse = pl.as<float>();
-    launched = launch_invariant(a, f16);
-    check(launched, who, "kernel launch");
-    check(cudaDeviceSynchronize(), who, "kernel");  // before the scratch is freed
-  }
-  check(launched, who, "kernel launch");
-  check(cudaDeviceSynchronize(), who, "kernel");
+  // The kernel's launch step (its description file) sets its plan's fields, takes scratch and launches.
+  if (launch == nullptr) throw std::logic_error(std::string(who) + ": no launch step");
+  check(static_cast<cudaError_t>(launch(call, c)), who, "kernel launch");
+  check(cudaDeviceSynchronize(), who, "kernel");  // before the scratch (call.buffers) is freed
 
   std::vector<unsigned char> ho(out.size() * es);
   check(cudaMemcpy(ho.data(), dout.get(), ho.size(), cudaMemcpyDeviceToHost), who, "cudaMemcpy out");

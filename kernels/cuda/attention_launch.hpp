@@ -1,6 +1,6 @@
 // Private to kernels/cuda: what the host wrapper (attention_host.cpp) hands the device code (attention_*.cu):
-// device pointers, dimensions, the per-row visible key ranges computed on the host (so the masking rule is the
-// CPU kernels' visible_keys(), never re-derived on the device), and the launchers, one per variant.
+// device pointers, dimensions, and the per-row visible key ranges computed on the host (so the masking rule is the
+// CPU kernels' visible_keys(), never re-derived on the device).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,10 +26,8 @@ struct DevAttn {
   int max_splits = 1;                  // invariant: ceil(n_kv / kInvariantSplitKeys) (>= 1), the scratch stride
 };
 
-// Each launches on the default stream and returns cudaGetLastError() (the caller synchronises).
-cudaError_t launch_simple(const DevAttn& a, bool f16);          // attention_simple.cu
-cudaError_t launch_flash2(const DevAttn& a, bool f16);          // attention_flash2.cu
-cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16);  // attention_flash2.cu (n_q = 1)
-cudaError_t launch_invariant(const DevAttn& a, bool f16);       // attention_invariant.cu
+// Each kernel's launcher (launch_<name>(const DevAttn&, bool f16), defined in its .cu) launches on the default stream
+// and returns cudaGetLastError(); it is declared where it is called, in the kernel's description file
+// (attention_<stem>.cpp), so adding a kernel touches no shared header.
 
 }  // namespace kvconf::kernels::cuda

@@ -16,7 +16,7 @@ std::string gpu_device_name() { return {}; }
 
 namespace cuda {
 
-void run_attention(const char* who, AttnVariant, Format, const AttentionCall&, std::span<const float>,
+void run_attention(const char* who, LaunchFn, Format, const AttentionCall&, std::span<const float>,
                    std::span<const float>, std::span<const float>, std::span<float>) {
   throw std::runtime_error(std::string(who) + ": " + *gpu_unavailable());
 }
