@@ -24,7 +24,7 @@
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/sampling.hpp"
-#include "../../tests/engine/random_model.hpp"
+#include "random_model.hpp"  // tests/support
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "../engine/random_model.hpp"
+#include "random_model.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/profile.hpp"
 
