@@ -115,7 +115,7 @@ void decode_cache_on(benchmark::State& state, std::size_t prefix) {
   Setup& s = setup();
   if (s.unavailable) return state.SkipWithError(s.unavailable->c_str());
   const std::vector<int> prompt = tokens(prefix + kGrowth, s.model->config.vocab);
-  engine::Context ctx(*s.model, *s.kernels, engine::ContextOptions{prefix + kGrowth, engine::Fault::none});
+  engine::Context ctx(*s.model, *s.kernels, engine::ContextOptions{prefix + kGrowth});
   double total = 0.0, copied = 0.0;
   std::size_t steps = 0;
   for (auto _ : state) {

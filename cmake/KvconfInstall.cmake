@@ -10,11 +10,12 @@ include(CMakePackageConfigHelpers)
 # their build-tree paths), the tests and the fixtures' generated files.
 set(KVCONF_EXPORTED_LIBRARIES
     kvconf_numerics kvconf_results kvconf_reference kvconf_kernels kvconf_kernels_cuda kvconf_kernels_cublas kvconf_kernels_gpu
-    kvconf_engine kvconf_analysis kvconf_conformance kvconf_fixtures kvconf_golden kvconf_reports kvconf_protocol)
+    kvconf_engine kvconf_engine_faults kvconf_analysis kvconf_conformance kvconf_fixtures kvconf_golden kvconf_reports
+    kvconf_protocol)
 # Interface targets they use: compile flags (strict_fp is public: the numerics headers need it), MPFR/GMP.
 set(KVCONF_EXPORTED_INTERFACES kvconf_flags kvconf_strict_fp kvconf_mpfr)
 # Folders whose include/ holds public headers (include/kvconf/<library>/...), installed to P/include.
-set(KVCONF_PUBLIC_HEADER_DIRS numerics results reference kernels engine analysis conformance fixtures golden reports protocol)
+set(KVCONF_PUBLIC_HEADER_DIRS numerics results reference kernels engine engine/faults analysis conformance fixtures golden reports protocol)
 
 # Each library's include folders are paths in the source tree: used as they are in the build ($<BUILD_INTERFACE>),
 # P/include once installed.

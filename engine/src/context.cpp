@@ -1,46 +1,15 @@
 // Context: cache-ON (prefill + decode over a persistent KV cache) and cache-OFF (recompute: a fresh forward over the
-// whole prefix), KV-cache snapshots and patching, and the engine faults' names.
+// whole prefix), KV-cache snapshots and patching.
 #include "kvconf/engine/context.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "faults.hpp"
 #include "forward.hpp"
 #include "kvconf/kernels/gpu.hpp"
 
 namespace kvconf::engine {
-
-const char* fault_name(Fault f) {
-  switch (f) {
-    case Fault::none:
-      return "none";
-    case Fault::rope_decode_off_by_one:
-      return "rope_decode_off_by_one";
-    case Fault::shifted_cache_row:
-      return "shifted_cache_row";
-    case Fault::window_recompute_only:
-      return "window_recompute_only";
-    case Fault::softcap_missing_decode:
-      return "softcap_missing_decode";
-    case Fault::gqa_modulo_decode:
-      return "gqa_modulo_decode";
-    case Fault::cache_store_toward_zero:
-      return "cache_store_toward_zero";
-    case Fault::attn_scale_head_dim:
-      return "attn_scale_head_dim";
-    case Fault::window_ignored:
-      return "window_ignored";
-    case Fault::rms_eps_ignored:
-      return "rms_eps_ignored";
-    case Fault::embed_scale_unrounded:
-      return "embed_scale_unrounded";
-    case Fault::final_softcap_missing_decode:
-      return "final_softcap_missing_decode";
-  }
-  return "?";
-}
 
 const char* op_stage_name(OpStage s) {
   switch (s) {
@@ -63,17 +32,6 @@ const char* op_stage_name(OpStage s) {
   }
   return "?";
 }
-
-std::vector<Fault> all_faults() {
-  return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
-          Fault::softcap_missing_decode, Fault::gqa_modulo_decode, Fault::cache_store_toward_zero};
-}
-
-std::vector<Fault> architecture_faults() {
-  return {Fault::attn_scale_head_dim, Fault::window_ignored, Fault::rms_eps_ignored, Fault::embed_scale_unrounded};
-}
-
-std::vector<Fault> head_faults() { return {Fault::final_softcap_missing_decode}; }
 
 KvCache make_cache(const ModelConfig& c, std::size_t capacity) {
   KvCache cache;
@@ -163,9 +121,9 @@ void Context::reset() {
 }
 
 namespace {
-// A forward call on the cache-ON path (`cached`) or the recompute, with the context's fault and K/V GEMM.
+// A forward call on the cache-ON path (`cached`) or the recompute, with the context's hooks and K/V GEMM.
 ForwardCall call_of(std::span<const int> tokens, bool cached, const ContextOptions& o) {
-  return ForwardCall{tokens, cached, &faults::hooks(o.fault), o.kv_fp32_gemm};
+  return ForwardCall{tokens, cached, o.hooks ? o.hooks : &plain_forward(), o.kv_fp32_gemm};
 }
 }  // namespace
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "forward_hooks.hpp"
+#include "kvconf/engine/forward_hooks.hpp"
 #include "kvconf/engine/context.hpp"
 
 namespace kvconf::engine {
@@ -13,7 +13,7 @@ namespace kvconf::engine {
 struct ForwardCall {
   std::span<const int> tokens;                        // the call's rows, at absolute positions cache.n ...
   bool cached_path = false;                           // true for prefill/decode, false for the cache-OFF recompute
-  const ForwardHooks* hooks = &plain_forward();       // the model's variation points (a planted fault: faults.hpp)
+  const ForwardHooks* hooks = &plain_forward();       // the model's variation points (ContextOptions::hooks)
   const kernels::GemmKernel* kv_fp32_gemm = nullptr;  // ContextOptions::kv_fp32_gemm (the high-precision cache)
 };
 

@@ -18,6 +18,7 @@
 #include "kvconf/analysis/metrics.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/context.hpp"
+#include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/model.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/kernels/registry.hpp"
@@ -57,7 +58,7 @@ engine::ProfileKernels kernels_of(const std::string& profile) {
 Logits replay(const std::string& fixture, const std::string& profile, const protocol::Trace& t,
               Fault fault = Fault::none) {
   const engine::ProfileKernels k = kernels_of(profile);
-  engine::Context ctx(model(fixture, k.profile.storage), k, engine::ContextOptions{0, fault});
+  engine::Context ctx(model(fixture, k.profile.storage), k, engine::with_fault(fault));
   Logits z;
   std::vector<int> seq = t.prompt_ids;
   for (int tok : t.generated_ids) {
@@ -191,7 +192,7 @@ TEST(HfEmbeddingScale, Bf16EmbeddingBitwiseAndUnroundedScaleCaught) {
     const std::vector<float>& hf = t.hidden[0][0];  // step 0, hidden state 0 (the scaled embeddings), last row
     for (const Fault f : {Fault::none, Fault::embed_scale_unrounded}) {
       const engine::Profile& p = engine::find_profile("bf16-eager");
-      engine::Context ctx(model(fixture, p.storage), engine::resolve(p, registry()), engine::ContextOptions{0, f});
+      engine::Context ctx(model(fixture, p.storage), engine::resolve(p, registry()), engine::with_fault(f));
       engine::ForwardOptions o;
       o.capture_hidden = true;
       ctx.recompute(t.prompt_ids, o);

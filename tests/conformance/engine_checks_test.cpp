@@ -16,6 +16,7 @@
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/conformance/engine_checks.hpp"
 #include "kvconf/engine/context.hpp"
+#include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/registry.hpp"
@@ -198,7 +199,7 @@ TEST_P(EngineChecksFault, FaultIsCaughtByItsRule) {
   const FaultCase& fc = GetParam();
   const TestModel s = make_test_model(fc.arch, "fp32", 5);
   engine::ContextOptions co;
-  co.fault = fc.fault;
+  co = engine::with_fault(fc.fault, co);
   EngineOracleOptions o;
   o.layers = {0};
   const CheckResults r = check_engine_matches_oracle(s.model, s.kernels, s.tokens, o, 3, co);

@@ -9,6 +9,7 @@
 
 #include "random_model.hpp"
 #include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/profile.hpp"
 
 namespace kvconf::conformance {
@@ -43,12 +44,12 @@ Caught run_suites(Arch a, Fault fault, const std::vector<int>& prompt) {
   Caught caught;
   {
     engine::Context ctx(m16, engine::resolve(engine::find_profile("fp16-invariant"), registry()),
-                        engine::ContextOptions{0, fault});
+                        engine::with_fault(fault));
     caught.invariant = !all_pass(check_invariant_model(ctx, prompt, o, 1));
   }
   {
     engine::Context ctx(m16, engine::resolve(engine::find_profile("fp16-eager"), registry()),
-                        engine::ContextOptions{0, fault});
+                        engine::with_fault(fault));
     engine::Context ref(m32, engine::resolve(engine::find_profile("fp32"), registry()));
     const CheckResults fr = check_flips_are_near_ties(ctx, ref, prompt, o, 1);
     caught.flips = !all_pass(fr);
@@ -102,7 +103,7 @@ TEST_P(CacheStoreMutants, BiasedStoreCaughtCorrectStorePasses) {
     engine::Context good(m, k);
     const CheckResults rg = check_cache_store(good, prompt, 12, 1, &ok);
     EXPECT_TRUE(all_pass(rg)) << p.name << "\n" << describe(rg);
-    engine::Context biased(m, k, engine::ContextOptions{0, Fault::cache_store_toward_zero});
+    engine::Context biased(m, k, engine::with_fault(Fault::cache_store_toward_zero));
     const CheckResults rb = check_cache_store(biased, prompt, 12, 1, &bad);
     EXPECT_FALSE(all_pass(rb)) << p.name << ": the toward-zero store passed\n" << describe(rb);
     EXPECT_GT(bad.altered, 0u);

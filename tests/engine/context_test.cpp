@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvconf/engine/context.hpp"
+#include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/generate.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "random_model.hpp"
@@ -90,7 +91,7 @@ TEST_P(PerArch, EveryApplicableFaultBreaksInvariance) {
     if (fault == Fault::gqa_modulo_decode && (c.n_kv_heads < 2 || c.n_heads == c.n_kv_heads)) continue;
     if ((fault == Fault::window_recompute_only) && c.sliding_window == 0) continue;
     if (fault == Fault::softcap_missing_decode && c.attn_softcap == 0.0) continue;
-    Context ctx(f.model, f.kernels, ContextOptions{0, fault});
+    Context ctx(f.model, f.kernels, with_fault(fault));
     std::vector<int> seq = random_tokens(12, c.vocab, 9);
     ctx.prefill(seq);
     bool differs = false;

@@ -43,7 +43,7 @@ TEST_P(KvMirrorGpu, DecodeThroughTheMirrorEqualsFullUploadsBitwise) {
     const Model model = random_model(small_config(arch), p.storage, 31 + static_cast<int>(arch));
     const ProfileKernels k = resolve(p, registry());
     // Capacity 8: the decode steps cross 8, 16, 32 rows, so the cache grows (new buffers, old mirrors forgotten).
-    Context mirrored(model, k, ContextOptions{8, Fault::none}), fresh(model, k, ContextOptions{8, Fault::none});
+    Context mirrored(model, k, ContextOptions{8}), fresh(model, k, ContextOptions{8});
     const std::vector<int> toks = random_tokens(40, model.config.vocab, 5);
     const std::span<const int> prompt(toks.data(), 6);
     std::vector<float> a = mirrored.prefill(prompt), b = fresh.prefill(prompt);

@@ -103,7 +103,7 @@ json run(PairUnit& u, results::CheckResults& rules) {
   json d = {{"n_heads", H}, {"base_n_kv", B}, {"layers", L}};
   json vs = json::array();
   engine::ContextOptions co;
-  co.fault = u.plants().fault;
+  co = engine::with_fault(u.plants().fault, co);
   for (std::size_t G : {1u, 2u, 4u, 8u}) {
     if (H % G != 0) continue;
     const std::size_t n_kv = H / G;

@@ -100,7 +100,7 @@ ExperimentsResult run_experiments(const ProtocolOptions& o, const std::vector<st
     for (const experiments::Experiment* e : run) res.resumed += store.has(key_of(w, *e));
 
   engine::ContextOptions co;
-  co.fault = plants.fault;
+  co = engine::with_fault(plants.fault, co);
   std::map<std::string, std::unique_ptr<engine::Context>> ctx, ref, invariant, kv32;
   const engine::ProfileKernels k_inv = engine::resolve(engine::find_profile("fp16-invariant"), *setup.registry);
   for (const auto& [name, pk] : setup.kernels) {

@@ -77,35 +77,13 @@ struct ForwardOptions {
   std::vector<OpPatch> op_patches;
 };
 
-// Planted engine bugs for the mutant tests (tests/engine): kvconf never sets them itself.
-enum class Fault : std::uint8_t {
-  none,
-  rope_decode_off_by_one,   // decode rotates q and k at position pos + 1
-  shifted_cache_row,        // decode writes the new K/V row at pos − 1 (the old row is lost, row pos stays empty)
-  window_recompute_only,    // the cached path (prefill + decode) ignores the sliding window
-  softcap_missing_decode,   // decode attention without the logit softcap
-  gqa_modulo_decode,        // decode maps q head h to kv head h mod n_kv (instead of h / group)
-  cache_store_toward_zero,  // decode stores K/V with the last bit of each value cleared: a biased store, at most one
-                            // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
-  final_softcap_missing_decode,  // decode returns logits without Gemma-2's final logit softcap (a fused decode LM
-                                 // head that forgot it): after the last layer, so only a rule that shares every
-                                 // layer's result sees it alone (residual_patching's, docs/EXPERIMENTS.md)
-  // Architecture faults: both paths alike, so no cache-ON vs cache-OFF rule can see them; a comparison with another
-  // implementation of the architecture does (the transformers cross-check, tests/adapters), given a fixture where the
-  // detail matters (the *-obs-tiny fixtures, docs/MODELS.md "Fixtures that can catch what they claim to").
-  attn_scale_head_dim,    // attention scale 1/sqrt(head_dim), ignoring Gemma-2's query_pre_attn_scalar
-  window_ignored,         // no sliding window on any path
-  rms_eps_ignored,        // RMSNorm without its epsilon
-  embed_scale_unrounded,  // Gemma-2's embedding scale sqrt(hidden) rounded to fp32, not to the model dtype
-};
-const char* fault_name(Fault f);
-std::vector<Fault> all_faults();           // every cache-path fault (the rules of cache-ON vs cache-OFF catch them)
-std::vector<Fault> architecture_faults();  // the four architecture faults above
-std::vector<Fault> head_faults();          // final_softcap_missing_decode (the experiments' rules catch it)
+class ForwardHooks;  // forward_hooks.hpp
 
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept
-  Fault fault = Fault::none;
+  // The forward pass's variation points (forward_hooks.hpp): nullptr is the plain model; the planted engine faults
+  // (kvconf/engine/faults.hpp, library kvconf::engine_faults) are hooks. Must outlive the context.
+  const ForwardHooks* hooks = nullptr;
   // The high-precision cache remedy (kvconf model --experiment mitigations): when set, the K and V projections run on
   // this fp32 GEMM kernel (fp32 accumulation and output, on the same stored inputs and weights), RoPE runs in fp32, and
   // the cache holds those fp32 values, which attention reads as they are; everything else stays in the storage format.

@@ -10,6 +10,7 @@
 
 #include "kvconf/results/experiment_summary.hpp"
 #include "kvconf/engine/context.hpp"
+#include "kvconf/engine/faults.hpp"
 #include "kvconf/protocol/protocol.hpp"
 
 namespace kvconf::protocol {

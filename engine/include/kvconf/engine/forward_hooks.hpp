@@ -1,6 +1,7 @@
 // The forward pass's one seam: the points where the model's arithmetic may be varied (ForwardHooks), each the plain
-// model's value by default. forward.cpp calls these and names nothing else; the planted engine faults (faults.hpp)
-// are one implementation of them, kept apart as kernels/mutants keeps the kernel mutants apart from the kernels.
+// model's value by default; a Context takes them through ContextOptions::hooks. forward.cpp calls these and names
+// nothing else; the planted engine faults (kvconf::engine_faults, engine/faults/) are one implementation of them,
+// kept beside the engine as kernels/mutants keeps the kernel mutants beside the kernels.
 #pragma once
 
 #include <cstddef>

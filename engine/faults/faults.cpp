@@ -1,5 +1,5 @@
-// The planted engine faults' hooks (faults.hpp), one class per fault, and the plain model's defaults.
-#include "faults.hpp"
+// The planted engine faults (faults.hpp): their names and lists, and one ForwardHooks class per fault.
+#include "kvconf/engine/faults.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -10,16 +10,46 @@
 
 namespace kvconf::engine {
 
-float ForwardHooks::norm_eps(const ModelConfig& c) const { return static_cast<float>(c.rms_eps); }
-
-double ForwardHooks::embed_scale(const ModelConfig& c, Format fmt) const {
-  return kernels::round_double(fmt, std::sqrt(static_cast<double>(c.hidden)));
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::none:
+      return "none";
+    case Fault::rope_decode_off_by_one:
+      return "rope_decode_off_by_one";
+    case Fault::shifted_cache_row:
+      return "shifted_cache_row";
+    case Fault::window_recompute_only:
+      return "window_recompute_only";
+    case Fault::softcap_missing_decode:
+      return "softcap_missing_decode";
+    case Fault::gqa_modulo_decode:
+      return "gqa_modulo_decode";
+    case Fault::cache_store_toward_zero:
+      return "cache_store_toward_zero";
+    case Fault::attn_scale_head_dim:
+      return "attn_scale_head_dim";
+    case Fault::window_ignored:
+      return "window_ignored";
+    case Fault::rms_eps_ignored:
+      return "rms_eps_ignored";
+    case Fault::embed_scale_unrounded:
+      return "embed_scale_unrounded";
+    case Fault::final_softcap_missing_decode:
+      return "final_softcap_missing_decode";
+  }
+  return "?";
 }
 
-const ForwardHooks& plain_forward() {
-  static const ForwardHooks plain;
-  return plain;
+std::vector<Fault> all_faults() {
+  return {Fault::rope_decode_off_by_one, Fault::shifted_cache_row, Fault::window_recompute_only,
+          Fault::softcap_missing_decode, Fault::gqa_modulo_decode, Fault::cache_store_toward_zero};
 }
+
+std::vector<Fault> architecture_faults() {
+  return {Fault::attn_scale_head_dim, Fault::window_ignored, Fault::rms_eps_ignored, Fault::embed_scale_unrounded};
+}
+
+std::vector<Fault> head_faults() { return {Fault::final_softcap_missing_decode}; }
 
 namespace faults {
 namespace {
@@ -144,4 +174,9 @@ const ForwardHooks& hooks(Fault f) {
 }
 
 }  // namespace faults
+ContextOptions with_fault(Fault f, ContextOptions o) {
+  o.hooks = f == Fault::none ? nullptr : &faults::hooks(f);
+  return o;
+}
+
 }  // namespace kvconf::engine
