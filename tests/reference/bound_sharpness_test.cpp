@@ -83,6 +83,65 @@ TEST(BoundSharpness, BlackBoxGemmReaches95Percent) {
   EXPECT_GE(s.ratio(), 0.95) << "error " << s.error << " bound " << s.bound;
 }
 
+// Given terms x·y (y = 1, but y_0 = y0) evaluated in `order`, against the bound for that order.
+Sharpness measure_terms(const AccumSpec& spec, const Order& order, const std::vector<double>& x, double y0 = 1.0) {
+  std::vector<double> y(x.size(), 1.0);
+  y[0] = y0;
+  const double computed = dot(spec, order, x, y);
+  ref::OracleOptions o;
+  o.out = spec.out;
+  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
+  Sharpness s;
+  s.error = std::fabs(computed - exact.approx);  // approx is exact: the sum has < 53 significant bits
+  s.bound = ref::dot_error_bound(spec, order, x.size(), exact.abs_sum, 1.0);
+  ::testing::Test::RecordProperty("error", std::to_string(s.error));
+  ::testing::Test::RecordProperty("bound", std::to_string(s.bound));
+  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
+  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
+  return s;
+}
+
+// Split-K (cuBLAS-style slices, partials added in the fp32 accumulator; Blocked{L} is the same order): the chain
+// construction once per slice. Each slice starts with 1 and continues with L − 1 terms w = 2^-24·(1 − 2^-10) that
+// round away, so the slices lose s·(L − 1)·w; the slice sums are exactly 1 and their combination is exact. The bound
+// charges γ for the L − 1 chain additions and the s − 1 combining ones on Σ|x| ≈ s, so the reachable fraction is
+// (L − 1)/(L + s − 2): n = 1024, s = 4 (L = 256) gives 255/258 ≈ 0.988; less w's 2^-10 and γ's second order: at
+// least 0.95.
+TEST(BoundSharpness, SplitKSlicesReach95Percent) {
+  const AccumSpec spec{Format::fp32, Format::fp32, Format::fp32, false};
+  const std::size_t n = 1024, s = 4, L = n / s;
+  std::vector<double> x(n, 0x1p-24 * (1.0 - 0x1p-10));
+  for (std::size_t j = 0; j < s; ++j) x[j * L] = 1.0;
+  const Sharpness r = measure_terms(spec, SplitK{s}, x);
+  EXPECT_GT(r.error, 0.0);
+  EXPECT_LE(r.error, r.bound) << "the bound does not hold";
+  EXPECT_GE(r.ratio(), 0.95) << "error " << r.error << " bound " << r.bound;
+  const Sharpness b = measure_terms(spec, Blocked{L}, x);  // the same order, the same numbers
+  EXPECT_EQ(b.error, r.error);
+  EXPECT_EQ(b.bound, r.bound);
+}
+
+// Pairwise (a tree of depth k = log2 n): the big term meets, at level l = 1..k, the sum of a sibling subtree of
+// 2^(l−1) equal terms u·(1 − 2^-10)/2^(l−1); each sibling sum is exact (equal powers of two) and just under half an
+// ulp of the big term, so every one of the k additions along its path rounds it away. The big term is the product
+// (1 + 2^-12)², whose rounding to fp32 loses u as well (1 + 2^-11 + 2^-24 is a tie, to even: 1 + 2^-11): the error
+// is (k + 1)·u·(1 − O(2^-10)), the bound γ_{k+1}·Σ|x_i y_i| (k additions and the product's rounding) with
+// Σ|x_i y_i| = 1 + 2^-11 + k·u. n = 1024 (k = 10): at least 0.99.
+TEST(BoundSharpness, PairwiseTreeReaches99Percent) {
+  const AccumSpec spec{Format::fp32, Format::fp32, Format::fp32, false};
+  const std::size_t k = 10, n = std::size_t{1} << k;
+  std::vector<double> x(n);
+  x[0] = 1.0 + 0x1p-12;                   // times y_0 = 1 + 2^-12
+  for (std::size_t l = 1; l <= k; ++l) {  // the sibling subtree of level l: indices [2^(l-1), 2^l)
+    const std::size_t lo = std::size_t{1} << (l - 1), hi = std::size_t{1} << l;
+    for (std::size_t i = lo; i < hi; ++i) x[i] = 0x1p-24 * (1.0 - 0x1p-10) / static_cast<double>(lo);
+  }
+  const Sharpness r = measure_terms(spec, Pairwise{}, x, 1.0 + 0x1p-12);
+  EXPECT_GT(r.error, 0.0);
+  EXPECT_LE(r.error, r.bound) << "the bound does not hold";
+  EXPECT_GE(r.ratio(), 0.99) << "error " << r.error << " bound " << r.bound;
+}
+
 // The RMSNorm family (reference/norm.hpp, Gemma's (1 + w) path of cpu.norm.r1.f16: one fp16 rounding of the output):
 // x alternates 1 + 2^-10 and 1 − 2^-10 (Σx²/d = 1 + 2^-20, so ρ = 1 − 2^-21 to first order) and 1 + w = 1 − 2^-11,
 // so y = (1 + 2^-10)(1 − 2^-11)ρ = 1 + 2^-11 − 2^-20 − ...: just under the midpoint between 1 and the next fp16, and
