@@ -248,12 +248,14 @@ std::vector<float> fp32_sample(std::size_t n, std::uint64_t seed) {
 
 double ratio(double err, double bound) { return err == 0.0 ? 0.0 : err / bound; }
 
-void activation_sweep(Format f, engine::Activation act, const std::vector<float>& x) {
+// Returns the largest error/bound where the output is normal (the sharpness of the bound there).
+double activation_sweep(Format f, engine::Activation act, const std::vector<float>& x) {
   std::vector<float> y(x.size());
   engine::ops::activation(f, act, x, y);
   double worst = 0.0;
   double regular = 0.0;  // outside SiLU's fp32-exp overflow branch (x <= −88, where ŷ = −0 and the bound is |s|)
-  std::size_t over = 0, skipped = 0, at = 0, at_regular = 0;
+  double normal = 0.0;   // where the output is normal (|y| >= 2·min_normal): the bound's relative terms lead
+  std::size_t over = 0, skipped = 0, at = 0, at_regular = 0, at_normal = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     double err = 0.0, b = 0.0;
     if (act == engine::Activation::silu) {
@@ -272,7 +274,9 @@ void activation_sweep(Format f, engine::Activation act, const std::vector<float>
     if (!(err <= b)) ++over;
     if (ratio(err, b) > worst) worst = ratio(err, b), at = i;
     if (x[i] > -88.0f && ratio(err, b) > regular) regular = ratio(err, b), at_regular = i;
+    if (std::fabs(y[i]) >= 2.0 * info(f).min_normal && ratio(err, b) > normal) normal = ratio(err, b), at_normal = i;
   }
+  std::printf("  normal range: max error/bound %.4f at x=%.9g\n", normal, x[at_normal]);
   ::testing::Test::RecordProperty("max_error_over_bound", std::to_string(worst));
   std::printf("%s %s: %zu inputs, max error/bound %.4f at x=%.9g (%.4f for x > -88, at x=%.9g), skipped %zu\n",
               std::string(name(f)).c_str(), act == engine::Activation::silu ? "silu" : "gelu_tanh", x.size(), worst,
@@ -281,20 +285,30 @@ void activation_sweep(Format f, engine::Activation act, const std::vector<float>
   if (act == engine::Activation::silu) {
     EXPECT_EQ(skipped, 0u);
   }
+  ::testing::Test::RecordProperty("normal_max_error_over_bound", std::to_string(normal));
+  return normal;
 }
 
+// Also the bounds' sharpness where the output is normal: in a 16-bit storage format the bound is the output's
+// rounding u_s·|y| plus fp32 opmath terms (a few u32 against u_s: below 1% for fp16, 0.1% for bf16), and over every
+// value of the format some output lies next to a rounding tie, so the largest error/bound must come within that
+// slack of 1: at least 0.95 (measured 0.989 / 0.997 for fp16 silu / gelu_tanh, 0.996 / 0.987 for bf16). An output
+// rounding charged twice would give about 0.5.
 TEST(EngineElementwiseBounds, ActivationsWithinBoundOnEveryFp16AndBf16Value) {
   for (Format f : {Format::fp16, Format::bf16}) {
     const auto x = all_values(f);
-    activation_sweep(f, engine::Activation::silu, x);
-    activation_sweep(f, engine::Activation::gelu_tanh, x);
+    EXPECT_GE(activation_sweep(f, engine::Activation::silu, x), 0.95) << name(f) << " silu";
+    EXPECT_GE(activation_sweep(f, engine::Activation::gelu_tanh, x), 0.95) << name(f) << " gelu_tanh";
   }
 }
 
+// In fp32 the bound is several roundings of the same size (exp, 1 + e, the division, the product), which a sample
+// reaches together only in part (measured on this sample: 0.757 silu, 0.955 gelu_tanh): printed and recorded, not
+// gated.
 TEST(EngineElementwiseBounds, ActivationsWithinBoundOnFp32Sample) {
   const auto x = fp32_sample(20000, 17);
-  activation_sweep(Format::fp32, engine::Activation::silu, x);
-  activation_sweep(Format::fp32, engine::Activation::gelu_tanh, x);
+  EXPECT_GT(activation_sweep(Format::fp32, engine::Activation::silu, x), 0.0);
+  EXPECT_GT(activation_sweep(Format::fp32, engine::Activation::gelu_tanh, x), 0.0);
 }
 
 TEST(EngineElementwiseBounds, AddAndMulWithinBound) {
