@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #if defined(KVCONF_HAVE_F16C)
 #include <immintrin.h>
@@ -171,6 +172,19 @@ ref::AttentionPipeline base_pipeline(Format f) {
   p.pv_order = Sequential{};
   p.out = f;
   return p;
+}
+
+AttentionKernel cpu_attention_kernel(std::string name, Format f, RunFn run) {
+  AttentionKernel k;
+  k.info.name = std::move(name);
+  k.info.in = f;
+  k.info.acc = Format::fp32;
+  k.info.out = f;
+  k.info.partial = Format::fp32;
+  k.run = [f, run, who = k.info.name](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
+                                      std::span<const float> vc,
+                                      std::span<float> out) { run(who.c_str(), f, c, q, kc, vc, out); };
+  return k;
 }
 
 }  // namespace kvconf::kernels::cpu::attn

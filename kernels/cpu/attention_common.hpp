@@ -142,6 +142,13 @@ SplitPartial split_pass(const FlashArgs& a, const float* q_row, KeyRange keys, f
 inline std::size_t fa2_standard_bc(std::size_t d) { return d <= 64 ? 128 : 64; }
 inline std::size_t fa2_split_bn(std::size_t d) { return d <= 64 ? 256 : (d <= 128 ? 128 : 64); }
 
+// The arithmetic of one call as a kernel file defines it: run(who, f, call, q, k_cache, v_cache, out).
+using RunFn = void (*)(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v, std::span<float> out);
+// A CPU attention kernel `name` in format f (fp32 accumulation and partials) whose run calls `run` under its name;
+// the kernel file adds its claims, mirrors, supports() and pipeline.
+AttentionKernel cpu_attention_kernel(std::string name, Format f, RunFn run);
+
 // A1's standard-kernel run and pipeline, shared by A2 and A4 for their prefill paths.
 void flash2_standard_run(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
                          std::span<const float> k, std::span<const float> v, std::span<float> out);

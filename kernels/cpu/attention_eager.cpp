@@ -131,19 +131,11 @@ ref::AttentionPipeline eager_pipeline(Format f, const AttentionCall& c) {
 }  // namespace
 
 static AttentionKernel a6_eager(Format f) {
-  AttentionKernel k;
-  k.info.name = "cpu.attn.a6_eager." + format_suffix(f);
-  k.info.in = f;
-  k.info.acc = Format::fp32;
-  k.info.out = f;
-  k.info.partial = Format::fp32;
+  AttentionKernel k = cpu_attention_kernel("cpu.attn.a6_eager." + format_suffix(f), f, run_eager);
   k.info.cache_invariant = false;
   k.info.mirrors = "A6: HF eager attention (matmul, ·scale, softcap, fp32 softmax, matmul), PV GEMM path by M";
   k.supports = [](const AttentionCall& c) { return shape_reason(c); };
   k.pipeline = [f](const AttentionCall& c) { return eager_pipeline(f, c); };
-  const std::string who = k.info.name;
-  k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                   std::span<const float> vc, std::span<float> out) { run_eager(who.c_str(), f, c, q, kc, vc, out); };
   return k;
 }
 

@@ -80,21 +80,12 @@ ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
 }  // namespace
 
 static AttentionKernel a7_fixedsplit(Format f) {
-  AttentionKernel k;
-  k.info.name = "cpu.attn.a7_fixedsplit." + format_suffix(f);
-  k.info.in = f;
-  k.info.acc = Format::fp32;
-  k.info.out = f;
-  k.info.partial = Format::fp32;
+  AttentionKernel k = cpu_attention_kernel("cpu.attn.a7_fixedsplit." + format_suffix(f), f, run_fixedsplit);
   k.info.cache_invariant = true;
   k.info.mirrors =
       "A7: fixed split size 256 aligned at key 0 (TML / SGLang deterministic mode), A1 inside, FA2 combine";
   k.supports = [](const AttentionCall& c) { return flash2_reason(c); };
   k.pipeline = [f](const AttentionCall& c) { return fixedsplit_pipeline(f, c); };
-  const std::string who = k.info.name;
-  k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                   std::span<const float> vc,
-                   std::span<float> out) { run_fixedsplit(who.c_str(), f, c, q, kc, vc, out); };
   return k;
 }
 

@@ -133,20 +133,11 @@ ref::AttentionPipeline flash2_standard_pipeline(Format f, const AttentionCall& c
 }
 
 static AttentionKernel a1_flash2(Format f) {
-  AttentionKernel k;
-  k.info.name = "cpu.attn.a1_flash2." + format_suffix(f);
-  k.info.in = f;
-  k.info.acc = Format::fp32;
-  k.info.out = f;
-  k.info.partial = Format::fp32;
+  AttentionKernel k = cpu_attention_kernel("cpu.attn.a1_flash2." + format_suffix(f), f, flash2_standard_run);
   k.info.cache_invariant = true;  // same kernel, same Bc, blocks aligned at key 0 in both paths
   k.info.mirrors = "A1: FlashAttention-2 standard forward (flash_fwd_kernel.h @ 0251105a), Bc 128 (d<=64) / 64";
   k.supports = [](const AttentionCall& c) { return flash2_reason(c); };
   k.pipeline = [f](const AttentionCall& c) { return flash2_standard_pipeline(f, c); };
-  const std::string who = k.info.name;
-  k.run = [f, who](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
-                   std::span<const float> vc,
-                   std::span<float> out) { flash2_standard_run(who.c_str(), f, c, q, kc, vc, out); };
   return k;
 }
 
