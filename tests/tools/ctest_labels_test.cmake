@@ -22,3 +22,11 @@ count(unlabelled -R "Slow" -LE "^slow$")
 if(NOT unlabelled EQUAL 0)
   message(FATAL_ERROR "${unlabelled} tests named *Slow* lack the slow label, so the default run would include them")
 endif()
+# The batched suites (kvconf_add_batched_test: one case per kernel, read from the suite's case list at ctest time,
+# cmake/KvconfBatchDiscovery.cmake) exist and carry their labels: every TorchCuda/ case is a gpu test.
+count(torch_cuda -R "^TorchCuda/")
+count(torch_cuda_gpu -L "^gpu$" -R "^TorchCuda/")
+if(torch_cuda EQUAL 0 OR NOT torch_cuda EQUAL torch_cuda_gpu)
+  message(FATAL_ERROR "TorchCuda/ batches: ${torch_cuda}, of which labelled gpu: ${torch_cuda_gpu}")
+endif()
+message(STATUS "TorchCuda/ batches: ${torch_cuda}, all labelled gpu")
