@@ -142,6 +142,33 @@ TEST(BoundSharpness, PairwiseTreeReaches99Percent) {
   EXPECT_GE(r.ratio(), 0.99) << "error " << r.error << " bound " << r.bound;
 }
 
+// The tensor-core order (H100's model: blocks of k = 16 products, aligned to the block's largest exponent keeping
+// 23 + 2 fraction bits, each block result rounded toward zero into fp32; numerics/tensor_core.hpp). With the running
+// sum c ≈ 1 leading every block, each product is cut to a multiple of 2^-25: fifteen products 2^-24·(1 − 2^-10) keep
+// 2^-25 and lose just under 2^-25 each, a sixteenth 2^-25·(1 − 2^-10) is cut to 0, and the kept 15·2^-25 leave
+// 0.75 ulp of 1 that the round toward zero drops: about 19·2^-25 per block. The bound charges each block
+// α + δ = (k + 1)·2^-25 + 2^-23 = 21·2^-25 on Σ|x_i y_i| ≈ 1: the reachable fraction is about 19/21 (0.905), less the
+// first block (which holds the 1 and drops less) and second-order terms: at least 0.85.
+TEST(BoundSharpness, TensorCoreBlocksReach85Percent) {
+  const AccumSpec spec{Format::fp16, Format::fp32, Format::fp32, false};
+  const std::size_t k = 16, n = 1024;
+  std::vector<double> x(n, 0x1p-12), y(n, 0x1p-12 * (1.0 - 0x1p-10));  // products 2^-24·(1 − 2^-10)
+  for (std::size_t j = 0; j < n / k; ++j) y[j * k + k - 1] = 0x1p-13 * (1.0 - 0x1p-10);  // 2^-25·(1 − 2^-10)
+  x[0] = 1.0, y[0] = 1.0;
+  const double computed = dot(spec, TensorCore{}, x, y);
+  ref::OracleOptions o;
+  o.out = spec.out;
+  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
+  Sharpness s;
+  s.error = std::fabs(computed - exact.approx);
+  s.bound = ref::dot_error_bound(spec, TensorCore{}, n, exact.abs_sum, 1.0);
+  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
+  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
+  EXPECT_GT(s.error, 0.0);
+  EXPECT_LE(s.error, s.bound) << "the bound does not hold";
+  EXPECT_GE(s.ratio(), 0.85) << "error " << s.error << " bound " << s.bound;
+}
+
 // The RMSNorm family (reference/norm.hpp, Gemma's (1 + w) path of cpu.norm.r1.f16: one fp16 rounding of the output):
 // x alternates 1 + 2^-10 and 1 − 2^-10 (Σx²/d = 1 + 2^-20, so ρ = 1 − 2^-21 to first order) and 1 + w = 1 − 2^-11,
 // so y = (1 + 2^-10)(1 − 2^-11)ρ = 1 + 2^-11 − 2^-20 − ...: just under the midpoint between 1 and the next fp16, and
