@@ -142,6 +142,35 @@ TEST(BoundSharpness, PairwiseTreeReaches99Percent) {
   EXPECT_GE(r.ratio(), 0.99) << "error " << r.error << " bound " << r.bound;
 }
 
+// Split-K with each slice rounded to the output format and the slices added in it (cuBLAS-style split-K with fp16
+// partials): fp16 in and out, fp32 inside a slice, s = 8 slices of 128 terms. Each slice holds one product
+// v = 2^-11·(1 − 2^-9) (slice 0 holds 1 first): slice 0's fp32 sum 1 + v rounds to 1 in fp16 (v is just under half
+// an fp16 ulp of 1) and every later slice's v is added to the running fp16 sum 1 and rounds away again, so all eight
+// v are lost: 8v. The bound charges the slices' rounding to fp16 (u16·Σ|x_i y_i|) and the s − 1 fp16 additions
+// (γ_{s−1}(u16)·Σ|x_i y_i|), 8·u16 in all, Σ|x_i y_i| = 1 + 8v, plus fp32 chain terms below 0.2% of that: at
+// least 0.95.
+TEST(BoundSharpness, SplitKSlicesRoundedToOutputReach95Percent) {
+  const AccumSpec spec{Format::fp16, Format::fp32, Format::fp16, false};
+  const std::size_t s = 8, L = 128, n = s * L;
+  std::vector<double> x(n, 0.0), y(n, 1.0);
+  for (std::size_t j = 0; j < s; ++j) x[j * L + 1] = 0x1p-11, y[j * L + 1] = 1.0 - 0x1p-9;  // v
+  x[0] = 1.0;
+  const Order order = SplitK{s, SplitKCombine::slices_rounded_to_output};
+  const double computed = dot(spec, order, x, y);
+  ref::OracleOptions o;
+  o.out = spec.out;
+  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
+  Sharpness r;
+  r.error = std::fabs(computed - exact.approx);
+  r.bound = ref::dot_error_bound(spec, order, n, exact.abs_sum, 1.0);
+  std::printf("computed %.9g exact %.9g error %.9g bound %.9g ratio %.6f\n", computed, exact.approx, r.error, r.bound,
+              r.ratio());
+  ::testing::Test::RecordProperty("ratio", std::to_string(r.ratio()));
+  EXPECT_EQ(computed, 1.0) << "every v must round away";
+  EXPECT_LE(r.error, r.bound) << "the bound does not hold";
+  EXPECT_GE(r.ratio(), 0.95) << "error " << r.error << " bound " << r.bound;
+}
+
 // The tensor-core order (H100's model: blocks of k = 16 products, aligned to the block's largest exponent keeping
 // 23 + 2 fraction bits, each block result rounded toward zero into fp32; numerics/tensor_core.hpp). With the running
 // sum c ≈ 1 leading every block, each product is cut to a multiple of 2^-25: fifteen products 2^-24·(1 − 2^-10) keep
