@@ -26,28 +26,35 @@ namespace kvconf {
 namespace {
 
 struct Sharpness {
-  double error = 0.0, bound = 0.0;
+  double computed = 0.0, error = 0.0, bound = 0.0;
   double ratio() const { return error / bound; }
 };
 
+// Σ x_i·y_i computed by kvconf::dot in `evaluate`, its error against the MPFR oracle, and the bound of `bound_order`
+// (the same order, or one the bound covers it with, e.g. AnyOrder); recorded and printed.
+Sharpness measure_dot(const AccumSpec& spec, const Order& evaluate, const Order& bound_order,
+                      const std::vector<double>& x, const std::vector<double>& y) {
+  Sharpness s;
+  s.computed = dot(spec, evaluate, x, y);
+  ref::OracleOptions o;
+  o.out = spec.out;
+  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
+  s.error = std::fabs(s.computed - exact.approx);  // approx is exact here: the sum has < 53 significant bits
+  s.bound = ref::dot_error_bound(spec, bound_order, x.size(), exact.abs_sum, 1.0);
+  ::testing::Test::RecordProperty("error", std::to_string(s.error));
+  ::testing::Test::RecordProperty("bound", std::to_string(s.bound));
+  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
+  std::printf("computed %.9g error %.9g bound %.9g ratio %.6f\n", s.computed, s.error, s.bound, s.ratio());
+  return s;
+}
+
 // x = [1, a, a, ...], y = [1, b, b, ...] (n terms), plus an optional second term t (y = 1) placed second; the kernel
-// arithmetic is `evaluate` = kvconf::dot in the Sequential order (one order every family here must cover).
+// arithmetic is kvconf::dot in the Sequential order (one order every family here must cover).
 Sharpness measure(const AccumSpec& spec, const Order& bound_order, std::size_t n, double a, double b, double t = 0) {
   std::vector<double> x = {1.0}, y = {1.0};
   if (t != 0.0) x.push_back(t), y.push_back(1.0);
   while (x.size() < n) x.push_back(a), y.push_back(b);
-  const double computed = dot(spec, Sequential{}, x, y);
-  ref::OracleOptions o;
-  o.out = spec.out;
-  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
-  Sharpness s;
-  s.error = std::fabs(computed - exact.approx);  // approx is exact here: the sum has < 53 significant bits
-  s.bound = ref::dot_error_bound(spec, bound_order, n, exact.abs_sum, 1.0);
-  ::testing::Test::RecordProperty("error", std::to_string(s.error));
-  ::testing::Test::RecordProperty("bound", std::to_string(s.bound));
-  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
-  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
-  return s;
+  return measure_dot(spec, Sequential{}, bound_order, x, y);
 }
 
 // fp32 accumulation, sequential chain (cpu.gemm.g1.f32, the fp32 reference profile's GEMM): v = 2^-24·(1 − 2^-10),
@@ -87,18 +94,7 @@ TEST(BoundSharpness, BlackBoxGemmReaches95Percent) {
 Sharpness measure_terms(const AccumSpec& spec, const Order& order, const std::vector<double>& x, double y0 = 1.0) {
   std::vector<double> y(x.size(), 1.0);
   y[0] = y0;
-  const double computed = dot(spec, order, x, y);
-  ref::OracleOptions o;
-  o.out = spec.out;
-  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
-  Sharpness s;
-  s.error = std::fabs(computed - exact.approx);  // approx is exact: the sum has < 53 significant bits
-  s.bound = ref::dot_error_bound(spec, order, x.size(), exact.abs_sum, 1.0);
-  ::testing::Test::RecordProperty("error", std::to_string(s.error));
-  ::testing::Test::RecordProperty("bound", std::to_string(s.bound));
-  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
-  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
-  return s;
+  return measure_dot(spec, order, order, x, y);
 }
 
 // Split-K (cuBLAS-style slices, partials added in the fp32 accumulator; Blocked{L} is the same order): the chain
@@ -156,17 +152,8 @@ TEST(BoundSharpness, SplitKSlicesRoundedToOutputReach95Percent) {
   for (std::size_t j = 0; j < s; ++j) x[j * L + 1] = 0x1p-11, y[j * L + 1] = 1.0 - 0x1p-9;  // v
   x[0] = 1.0;
   const Order order = SplitK{s, SplitKCombine::slices_rounded_to_output};
-  const double computed = dot(spec, order, x, y);
-  ref::OracleOptions o;
-  o.out = spec.out;
-  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
-  Sharpness r;
-  r.error = std::fabs(computed - exact.approx);
-  r.bound = ref::dot_error_bound(spec, order, n, exact.abs_sum, 1.0);
-  std::printf("computed %.9g exact %.9g error %.9g bound %.9g ratio %.6f\n", computed, exact.approx, r.error, r.bound,
-              r.ratio());
-  ::testing::Test::RecordProperty("ratio", std::to_string(r.ratio()));
-  EXPECT_EQ(computed, 1.0) << "every v must round away";
+  const Sharpness r = measure_dot(spec, order, order, x, y);
+  EXPECT_EQ(r.computed, 1.0) << "every v must round away";
   EXPECT_LE(r.error, r.bound) << "the bound does not hold";
   EXPECT_GE(r.ratio(), 0.95) << "error " << r.error << " bound " << r.bound;
 }
@@ -184,15 +171,7 @@ TEST(BoundSharpness, TensorCoreBlocksReach85Percent) {
   std::vector<double> x(n, 0x1p-12), y(n, 0x1p-12 * (1.0 - 0x1p-10));  // products 2^-24·(1 − 2^-10)
   for (std::size_t j = 0; j < n / k; ++j) y[j * k + k - 1] = 0x1p-13 * (1.0 - 0x1p-10);  // 2^-25·(1 − 2^-10)
   x[0] = 1.0, y[0] = 1.0;
-  const double computed = dot(spec, TensorCore{}, x, y);
-  ref::OracleOptions o;
-  o.out = spec.out;
-  const ref::DotResult exact = ref::dot(x, y, spec.in, o);
-  Sharpness s;
-  s.error = std::fabs(computed - exact.approx);
-  s.bound = ref::dot_error_bound(spec, TensorCore{}, n, exact.abs_sum, 1.0);
-  std::printf("error %.9g bound %.9g ratio %.6f\n", s.error, s.bound, s.ratio());
-  ::testing::Test::RecordProperty("ratio", std::to_string(s.ratio()));
+  const Sharpness s = measure_dot(spec, TensorCore{}, TensorCore{}, x, y);
   EXPECT_GT(s.error, 0.0);
   EXPECT_LE(s.error, s.bound) << "the bound does not hold";
   EXPECT_GE(s.ratio(), 0.85) << "error " << s.error << " bound " << s.bound;
