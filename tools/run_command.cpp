@@ -22,6 +22,7 @@
 #include "progress.hpp"
 #include "kvconf/protocol/kernel_sweep.hpp"
 #include "kvconf/protocol/result_store.hpp"
+#include "kvconf/protocol/results_dir.hpp"
 #include "kvconf/protocol/run_plan.hpp"
 #include "selfcheck.hpp"
 #include "protocol_names.hpp"
@@ -123,11 +124,7 @@ int run_command(const RunOptions& o) {
       }
       return 0;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (ec || !std::filesystem::is_directory(o.out))
-      throw BadInput("cannot create output directory " + o.out.string() + ": " +
-                     (ec ? ec.message() : std::string("a file of that name exists")));
+    ensure_out_dir(o.out);
 
     int failed_checks = 0;
     const nlohmann::json selfcheck = checks.empty() ? nlohmann::json() : run_self_checks(checks, o.out, failed_checks);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <limits>
@@ -16,12 +15,12 @@
 #include "kvconf/analysis/metrics.hpp"
 #include "kvconf/analysis/paired.hpp"
 #include "kvconf/conformance/model_cases.hpp"
-#include "kvconf/engine/atomic_file.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/sampling.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/bad_input.hpp"
+#include "kvconf/protocol/results_dir.hpp"
 #include "kvconf/protocol/result_store.hpp"
 #include "kvconf/conformance/model_rules.hpp"
 
@@ -149,25 +148,17 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
       throw BadInput(p.on.file.string() + ": a second pair recorded as " + key +
                      " (same model, dtype, engine, attention, strategy, seed and prompt_id as another pair)");
   }
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out)) throw BadInput("--out " + o.out.string() + ": cannot create the directory");
+  ensure_out_dir(o.out);
   const json options = {{"inputs", o.inputs}, {"model", o.model.string()}};
   const fs::path mf = o.out / "manifest.json";
+  std::error_code ec;
   if (o.resume && fs::exists(mf, ec)) {
-    json old;
-    try {
-      std::ifstream in(mf);
-      old = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
-    } catch (const std::exception&) {
-      throw BadInput(mf.string() + ": not JSON; cannot --resume");
-    }
+    const json old = read_manifest(mf);
     if (!old.contains("options") || old["options"] != options)
       throw BadInput("--resume: the traces or --model differ from the run in " + mf.string());
   }
   JsonlStore store(o.out / "pairs.jsonl", o.resume, [](const json& j) { return results::run_pair_from_json(j).key(); });
-  engine::write_file_atomic(
-      mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}}.dump(2) + "\n");
+  write_manifest_file(mf, json{{"schema", "kvconf.manifest/1"}, {"command", "check"}, {"options", options}});
   TraceCheckResult res;
   std::map<std::string, results::RunPairRecord> done;
   for (const json& j : store.records()) {
