@@ -36,11 +36,61 @@ else()
   set(_kvconf_python_default "python3")
 endif()
 set(KVCONF_PYTHON "${_kvconf_python_default}" CACHE STRING "Python whose torch provides libtorch (kernels/torch)")
+# The Python package (python/, docs/PYTHON.md): kvconf._core is a nanobind extension. In this tree's build it uses
+# KVCONF_PYTHON and the nanobind installed there (scripts/requirements.txt pins it); under pip, scikit-build-core's
+# build environment provides both (SKBUILD). Without them configure still succeeds and the Python tests are not
+# registered, except under the ci preset (KVCONF_REQUIRE_PYTHON), as for torch. Found before libtorch, so that
+# torch's CMake package takes the same interpreter (it reads Python_EXECUTABLE).
+option(KVCONF_BUILD_PYTHON "Build the Python package kvconf (python/): needs nanobind and the Python headers" ON)
+option(KVCONF_REQUIRE_PYTHON "Fail configuring when the Python package cannot be built (the ci preset sets it)" OFF)
+set(KVCONF_PYTHON_REASON "")
+if(NOT KVCONF_BUILD_PYTHON)
+  set(KVCONF_PYTHON_REASON "KVCONF_BUILD_PYTHON is OFF")
+else()
+  if(NOT SKBUILD)
+    execute_process(COMMAND "${KVCONF_PYTHON}" -c "import sys; print(sys.executable)"
+                    OUTPUT_VARIABLE _kvconf_py_exe OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+                    RESULT_VARIABLE _kvconf_py_rc)
+    if(_kvconf_py_rc EQUAL 0)
+      set(Python_EXECUTABLE "${_kvconf_py_exe}")
+    endif()
+  endif()
+  find_package(Python 3.9 COMPONENTS Interpreter Development.Module QUIET)
+  if(NOT Python_FOUND)
+    set(KVCONF_PYTHON_REASON "no Python interpreter with its headers (Debian: python3-dev)")
+  else()
+    execute_process(COMMAND "${Python_EXECUTABLE}" -m nanobind --cmake_dir OUTPUT_VARIABLE _kvconf_nb_dir
+                    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _kvconf_nb_rc)
+    if(_kvconf_nb_rc EQUAL 0)
+      list(APPEND CMAKE_PREFIX_PATH "${_kvconf_nb_dir}")
+      find_package(nanobind CONFIG QUIET)
+    endif()
+    if(NOT nanobind_FOUND)
+      set(KVCONF_PYTHON_REASON "${Python_EXECUTABLE} has no nanobind (run scripts/setup.sh)")
+    endif()
+  endif()
+endif()
+if(KVCONF_PYTHON_REASON)
+  set(KVCONF_PYTHON_STATUS "not built: ${KVCONF_PYTHON_REASON}")
+  if(KVCONF_REQUIRE_PYTHON)
+    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_PYTHON is ON but the Python package cannot be built: "
+                        "${KVCONF_PYTHON_REASON}")
+  endif()
+else()
+  set(KVCONF_PYTHON_STATUS "built (Python ${Python_VERSION}, nanobind ${nanobind_VERSION})")
+endif()
+
 option(KVCONF_REQUIRE_TORCH "Fail configuring when libtorch is not found (the ci preset sets it)" OFF)
 set(KVCONF_TORCH_REASON "")
-execute_process(COMMAND "${KVCONF_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
-                OUTPUT_VARIABLE _kvconf_torch_prefix ERROR_VARIABLE _kvconf_torch_err RESULT_VARIABLE _kvconf_torch_rc
-                OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(SKBUILD)
+  # pip builds the Python package only (pyproject.toml), which takes torch tensors through DLPack, not libtorch.
+  set(_kvconf_torch_rc 1)
+  set(KVCONF_TORCH_REASON "not looked for in a pip build of the Python package")
+else()
+  execute_process(COMMAND "${KVCONF_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+                  OUTPUT_VARIABLE _kvconf_torch_prefix ERROR_VARIABLE _kvconf_torch_err
+                  RESULT_VARIABLE _kvconf_torch_rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
 if(_kvconf_torch_rc EQUAL 0 AND EXISTS "${_kvconf_torch_prefix}")
   list(APPEND CMAKE_PREFIX_PATH "${_kvconf_torch_prefix}")
   # The CUDA build of the wheel probes for installed GPUs at configure time unless the architectures are given;
@@ -52,7 +102,7 @@ if(_kvconf_torch_rc EQUAL 0 AND EXISTS "${_kvconf_torch_prefix}")
   if(NOT Torch_FOUND)
     set(KVCONF_TORCH_REASON "find_package(Torch) failed under ${_kvconf_torch_prefix}")
   endif()
-else()
+elseif(NOT KVCONF_TORCH_REASON)
   set(KVCONF_TORCH_REASON "${KVCONF_PYTHON} cannot import torch (run scripts/setup.sh)")
 endif()
 if(Torch_FOUND)
@@ -65,3 +115,4 @@ else()
     message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_TORCH is ON but libtorch was not found: ${KVCONF_TORCH_REASON}")
   endif()
 endif()
+

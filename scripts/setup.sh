@@ -18,7 +18,7 @@ done
 
 # Debian packages (DESIGN.md "Build and dependencies"); libbenchmark-dev for the oracle benchmark.
 packages=(cmake g++ make pkg-config libgtest-dev libmpfr-dev libgmp-dev libboost-dev nlohmann-json3-dev
-          libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev libdlpack-dev)
+          libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev libdlpack-dev python3-dev)
 
 if [ "$install" = 1 ]; then
   missing=()
@@ -45,7 +45,7 @@ if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv --system-site-packages "$venv" || echo "setup.sh: could not create $venv (python3 -m venv failed)"
   fi
-  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest' 2>/dev/null; then
     echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
     start=$(date +%s)
     if "$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt; then
@@ -58,3 +58,12 @@ fi
 
 cmake --preset "$preset"
 cmake --build --preset "$preset" -j "${KVCONF_JOBS:-2}"
+
+# The Python package kvconf into .venv (pyproject.toml, docs/PYTHON.md): built from this tree by the venv's pinned
+# scikit-build-core and nanobind, in build/pip/ (kept, so a second run recompiles only what changed).
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import nanobind, scikit_build_core' 2>/dev/null; then
+  start=$(date +%s)
+  CMAKE_BUILD_PARALLEL_LEVEL="${KVCONF_JOBS:-2}" "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    --no-build-isolation --no-deps .
+  echo "setup.sh: Python package kvconf installed in $venv in $(( $(date +%s) - start )) s"
+fi

@@ -1,0 +1,5 @@
+"""The examples import their kernels from this folder."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))

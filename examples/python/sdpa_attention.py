@@ -1,0 +1,48 @@
+"""PyTorch's scaled_dot_product_attention called as an inference engine calls its attention kernel over a KV cache
+(as HF transformers' sdpa path does): the query rows transposed to (1, H, n_q, d), the cache's first n_kv rows as
+(1, H_kv, n_kv, d) repeated to H heads for GQA, and an explicit bottom-right causal mask (SDPA's is_causal is
+top-left aligned, wrong for a decode row). kvconf calls it with kvconf's AttentionCall (docs/PYTHON.md)."""
+
+import torch
+
+
+def visible(call, n_q, n_kv):
+    """(n_q, n_kv) bool: which keys each query row sees (causal from position q_offset + i, sliding window)."""
+    pos = call.q_offset + torch.arange(n_q).unsqueeze(1)  # (n_q, 1) absolute positions of the query rows
+    key = torch.arange(n_kv).unsqueeze(0)                 # (1, n_kv)
+    see = torch.ones(n_q, n_kv, dtype=torch.bool)
+    if call.causal:
+        see &= key <= pos
+    if call.window > 0:
+        dist = pos - key if call.causal else (pos - key).abs()
+        see &= dist < call.window
+    return see
+
+
+def sdpa_attention(q, k_cache, v_cache, call):
+    """q: (n_q, H, d); k_cache: (capacity, H_kv, d); v_cache: (capacity, H_kv, d_v) -> (n_q, H, d_v)."""
+    n_q, heads, _ = q.shape
+    n_kv, kv_heads = call.n_kv, call.n_kv_heads
+    qt = q.unsqueeze(0).transpose(1, 2)  # (1, H, n_q, d), strided as an engine's view
+
+    def cache(c):  # (capacity, H_kv, dim) -> (1, H, n_kv, dim): the filled rows only, GQA heads repeated
+        t = c[:n_kv].unsqueeze(0).transpose(1, 2).contiguous()  # (1, H_kv, n_kv, dim)
+        rep = heads // kv_heads
+        if rep == 1:
+            return t
+        return t.unsqueeze(2).expand(1, kv_heads, rep, n_kv, t.shape[-1]).reshape(1, heads, n_kv, t.shape[-1])
+
+    see = visible(call, n_q, n_kv)
+    mask, is_causal = see.to(q.device), False
+    if bool(see.all()):
+        mask = None
+    elif call.causal and call.window == 0 and n_q == n_kv and call.q_offset == 0:
+        mask, is_causal = None, True  # top-left = bottom-right when the rows are the whole prefix
+    o = torch.nn.functional.scaled_dot_product_attention(qt, cache(k_cache), cache(v_cache), attn_mask=mask,
+                                                         is_causal=is_causal, scale=call.scale)  # (1, H, n_q, d_v)
+    return o.transpose(1, 2).reshape(n_q, heads, -1).contiguous()  # (n_q, H, d_v), a new contiguous tensor
+
+
+def no_softcap(call):
+    """SDPA has no logit softcap: kvconf skips those cases with this reason."""
+    return "scaled_dot_product_attention has no logit softcap" if call.softcap > 0 else None

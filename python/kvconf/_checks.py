@@ -1,0 +1,144 @@
+"""The checks on Python kernels: kvconf's case tables and the conformance rules of the suites (run in C++ by
+kvconf._core, on the same cases and seeds as the Plugin/ and Torch/ suites), returned as Reports."""
+
+from __future__ import annotations
+
+from . import _core
+from ._kernel import AttentionKernel, GemmKernel, NormKernel
+from ._results import Report, Result
+
+SETS = ("quick", "default", "full")
+ATTENTION_RULES = ("oracle", "on_off", "chunked", "unused_slots", "capacity")
+
+
+def _set(set_):
+    if set_ not in SETS:
+        raise ValueError(f"set={set_!r}: expected one of {', '.join(SETS)}")
+    return set_
+
+
+def attention_cases(set="quick"):
+    """quick: kvconf kernels --quick's shapes; default: the suites' fast cases (what Plugin/ and Torch/ run in
+    ctest); full: the suites' tables with the slow cases."""
+    return _core.attention_cases(_set(set))
+
+
+def gemm_cases(set="quick"):
+    """GEMM cases (the default set has M = 1 with the K tails 11008, 2304 and 14336)."""
+    return _core.gemm_cases(_set(set))
+
+
+def projection_cases(set="quick"):
+    """The K/V projection of the last token alone (decode, M = 1) vs inside the prefix GEMMs (cache off)."""
+    return _core.projection_cases(_set(set))
+
+
+def norm_cases(set="quick"):
+    return _core.norm_cases(_set(set))
+
+
+def _find(kind, cases_of, case_id):
+    for c in cases_of("full") + cases_of("quick"):
+        if c.id == case_id:
+            return c
+    raise KeyError(f"no {kind} case {case_id!r} in kvconf's tables")
+
+
+def attention_case(case_id):
+    """The attention case with this id (any set); KeyError if none."""
+    return _find("attention", _core.attention_cases, case_id)
+
+
+def gemm_case(case_id):
+    return _find("gemm", _core.gemm_cases, case_id)
+
+
+def projection_case(case_id):
+    return _find("projection", _core.projection_cases, case_id)
+
+
+def norm_case(case_id):
+    return _find("norm", _core.norm_cases, case_id)
+
+
+def _seed(seed):
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed!r}: expected None or an int from 0 to 2**64 - 1")
+    return seed
+
+
+def _expect(kernel, cls, fn_name):
+    if not isinstance(kernel, cls):
+        raise TypeError(f"{fn_name}: kernel={kernel!r}: expected a kvconf.{cls.__name__}")
+
+
+def _run(kernel, case, call, run, reproduce):
+    why = kernel._supports(call) if call is not None else kernel._device_reason()
+    if why is not None:
+        return Report(kernel, case, skipped=why, reproduce=reproduce)
+    kernel.case_id = case.id
+    try:
+        raw = run()
+    finally:
+        kernel.case_id = ""
+    return Report(kernel, case, [Result(r.rule, r.passed, r.error, r.bound, r.headroom, r.seed, case.id, kernel.name,
+                                        r.detail) for r in raw], reproduce=reproduce)
+
+
+def _reproduce(fn, kernel, finder, case, seed):
+    s = f", seed={seed}" if seed is not None else ""
+    return f"kvconf.{fn}(<{kernel.user_name} kernel>, kvconf.{finder}({case.id!r}){s})"
+
+
+def check_attention(kernel, case, *, rules=None, seed=None):
+    """Every attention rule of the suites on one case: oracle (oracle_bound, two_sided), on_off (decode vs the last
+    prefill row), chunked (chunks of 1, 4, 16 rows vs one shot), unused_slots (NaN in rows [n_kv, capacity) never
+    reaches the output), capacity (kernels claiming cache_invariant). rules: a subset of those names. seed: one seed
+    for every rule (default: each rule's own, as the suites use; KVCONF_SEED overrides those)."""
+    _expect(kernel, AttentionKernel, "check_attention")
+    rules = list(rules) if rules is not None else []
+    for r in rules:
+        if r not in ATTENTION_RULES:
+            raise ValueError(f"rules: unknown rule {r!r}, expected some of {', '.join(ATTENTION_RULES)}")
+    seed = _seed(seed)
+    return _run(kernel, case, case.call, lambda: _core.check_attention(kernel._core, case, rules, seed),
+                _reproduce("check_attention", kernel, "attention_case", case, seed))
+
+
+def check_gemm(kernel, case, *, seed=None):
+    """oracle_bound and two_sided of one GEMM case (y = x·wᵀ)."""
+    _expect(kernel, GemmKernel, "check_gemm")
+    seed = _seed(seed)
+    return _run(kernel, case, case.shape, lambda: _core.check_gemm(kernel._core, case, seed),
+                _reproduce("check_gemm", kernel, "gemm_case", case, seed))
+
+
+def check_projection(kernel, case, *, seed=None):
+    """on_off of one projection case: the last token's row computed alone (M = 1) vs inside the prefix GEMMs."""
+    _expect(kernel, GemmKernel, "check_projection")
+    seed = _seed(seed)
+    return _run(kernel, case, None, lambda: _core.check_projection(kernel._core, case, seed),
+                _reproduce("check_projection", kernel, "projection_case", case, seed))
+
+
+def check_norm(kernel, case, *, seed=None):
+    """oracle_bound and two_sided of one RMSNorm case."""
+    _expect(kernel, NormKernel, "check_norm")
+    seed = _seed(seed)
+    return _run(kernel, case, case.shape, lambda: _core.check_norm(kernel._core, case, seed),
+                _reproduce("check_norm", kernel, "norm_case", case, seed))
+
+
+def check(kernel, case, *, seed=None):
+    """The rules for this kernel's kind and this case's kind."""
+    if isinstance(case, _core.AttentionCase):
+        return check_attention(kernel, case, seed=seed)
+    if isinstance(case, _core.GemmCase):
+        return check_gemm(kernel, case, seed=seed)
+    if isinstance(case, _core.ProjectionCase):
+        return check_projection(kernel, case, seed=seed)
+    if isinstance(case, _core.NormCase):
+        return check_norm(kernel, case, seed=seed)
+    raise TypeError(f"case={case!r}: expected a kvconf case (attention_cases(), gemm_cases(), ...)")

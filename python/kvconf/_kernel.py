@@ -1,0 +1,315 @@
+"""Kernels under test from Python callables: how kvconf calls them (dtype, device, shapes) and what it checks of
+what they return before a rule sees it (shape, dtype, device, aliasing, NaN/inf from finite inputs, exceptions,
+time limit, a broken CUDA context). The rules themselves run in C++ (kvconf._core): docs/PYTHON.md."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+import weakref
+
+from . import _core
+
+_FORMATS = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16", "float16": "f16",
+            "bf16": "bf16", "bfloat16": "bf16"}
+
+
+class KernelError(Exception):
+    """The kernel under test failed: it raised, returned something unusable, ran past its time limit, or ran on a
+    CUDA context an earlier case left broken. The message names the kernel, the case and what happened."""
+
+
+class KernelTimeout(KernelError):
+    """The callable did not return within the kernel's timeout_s."""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # kvconf itself does not need torch; kernels take torch tensors
+        raise ImportError("kvconf kernels take torch tensors: install torch (pip install torch)") from e
+    return torch
+
+
+def format_of(dtype) -> str:
+    """'f32' | 'f16' | 'bf16' for a torch dtype or one of those names; ValueError naming `dtype` otherwise."""
+    torch = _torch()
+    if isinstance(dtype, str):
+        if dtype in _FORMATS:
+            return _FORMATS[dtype]
+    else:
+        for name, t in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
+            if dtype == t:
+                return name
+    raise ValueError(f"dtype={dtype!r}: expected torch.float32, torch.float16 or torch.bfloat16")
+
+
+def dtype_of(fmt: str):
+    torch = _torch()
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[fmt]
+
+
+# CUDA contexts that a kernel's CUDA error left unusable: device -> (case id, message). Every later case on that
+# device fails with this message instead of a confusing error of its own.
+_broken_cuda: dict[str, tuple[str, str]] = {}
+
+
+def _is_cuda_error(e: BaseException) -> bool:
+    text = f"{type(e).__name__}: {e}"
+    return "CUDA error" in text or "AcceleratorError" in text or "cudaError" in text
+
+
+@contextlib.contextmanager
+def _time_limit(seconds, what):
+    """Raises KernelTimeout in the main thread after `seconds` (SIGALRM); elsewhere, or without a limit, no limit.
+    A callable stuck inside one C call is interrupted when that call returns to Python."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise KernelTimeout(f"{what}: no result after {seconds:g} s (timeout_s={seconds:g})")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _weak(method):
+    """A callable for C++ to hold that does not keep the kernel alive (C++ holds its runner strongly and Python's
+    collector cannot see through it: a bound method there would be a cycle never freed)."""
+    ref, name = weakref.ref(method.__self__), method.__func__.__name__
+
+    def call(*args):
+        return getattr(ref(), name)(*args)
+    return call
+
+
+class _Kernel:
+    """What every kind shares: the callable, its dtype and device, the time limit, the case being checked."""
+
+    kind = ""
+
+    def __init__(self, fn, *, dtype, device="cpu", name=None, supports=None, timeout_s=None):
+        if not callable(fn):
+            raise TypeError(f"fn={fn!r}: expected a callable")
+        if supports is not None and not callable(supports):
+            raise TypeError(f"supports={supports!r}: expected None or a callable(call) -> None | str")
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0
+                                          and math.isfinite(timeout_s)):
+            raise ValueError(f"timeout_s={timeout_s!r}: expected None or a positive number of seconds")
+        torch = _torch()
+        self.fn = fn
+        self.format = format_of(dtype)
+        self.dtype = dtype_of(self.format)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"device={device!r}: expected 'cpu' or 'cuda[:N]' ({e})") from None
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device={device!r}: expected 'cpu' or 'cuda[:N]'")
+        self.user_name = name or getattr(fn, "__name__", "kernel")
+        self.user_supports = supports
+        self.timeout_s = timeout_s
+        self.case_id = ""  # the case being checked (set by the check functions), for messages
+        # Per-call costs on CUDA: host->device copies, the call (synchronised), device->host copy (seconds, summed).
+        self.stats = {"calls": 0, "to_device_s": 0.0, "call_s": 0.0, "to_host_s": 0.0}
+
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    def _where(self) -> str:
+        return f"kernel {self.name}" + (f" on case {self.case_id}" if self.case_id else "")
+
+    def _device_reason(self):
+        if self.device.type != "cuda":
+            return None
+        torch = _torch()
+        if not torch.cuda.is_available():
+            return (f"device {self.device}: torch.cuda.is_available() is False (no CUDA device or a CPU-only torch "
+                    f"{torch.__version__})")
+        index = self.device.index or 0
+        if index >= torch.cuda.device_count():
+            return f"device {self.device}: only {torch.cuda.device_count()} CUDA device(s)"
+        return None
+
+    def _supports(self, call):
+        why = self._device_reason()
+        if why is None and self.user_supports is not None:
+            why = self.user_supports(call)
+            if why is not None and not isinstance(why, str):
+                raise TypeError(f"supports of {self.name} returned {why!r}: expected None or a reason (str)")
+        return why
+
+    def _to_device(self, flat, shape):
+        """kvconf's float32 values (a view of its buffer) as a fresh tensor of the kernel's dtype on its device."""
+        t = flat.view(*shape).to(device=self.device, dtype=self.dtype, copy=True)
+        return t
+
+    def _invoke(self, args, kwargs):
+        torch = _torch()
+        key = str(self.device)
+        if key in _broken_cuda:
+            case, msg = _broken_cuda[key]
+            raise KernelError(f"{self._where()}: not run: the CUDA context on {key} is unusable since case {case} "
+                              f"failed with: {msg}")
+        what = self._where()
+        cuda = self.device.type == "cuda"
+        try:
+            with _time_limit(self.timeout_s, what):
+                t0 = time.perf_counter()
+                out = self.fn(*args, **kwargs)
+                if cuda:
+                    torch.cuda.synchronize(self.device)  # asynchronous CUDA errors surface here, in this case
+                self.stats["call_s"] += time.perf_counter() - t0
+        except KernelError:
+            raise
+        except Exception as e:
+            if cuda and _is_cuda_error(e):
+                _broken_cuda[key] = (self.case_id or "?", f"{type(e).__name__}: {e}")
+            raise KernelError(f"{what}: the callable raised {type(e).__name__}: {e}") from e
+        self.stats["calls"] += 1
+        return out
+
+    def _result(self, out, shape, inputs, finite_inputs):
+        """The callable's output checked and returned as float32 CPU contiguous (read in place by C++)."""
+        torch = _torch()
+        what = self._where()
+        if not isinstance(out, torch.Tensor):
+            raise KernelError(f"{what}: the callable returned {type(out).__name__}, expected a torch.Tensor of shape "
+                              f"{tuple(shape)}")
+        if tuple(out.shape) != tuple(shape):
+            raise KernelError(f"{what}: the callable returned shape {tuple(out.shape)}, expected {tuple(shape)}")
+        if out.dtype != self.dtype:
+            raise KernelError(f"{what}: the callable returned dtype {out.dtype}, expected {self.dtype}")
+        if out.device != self.device and not (out.device.type == self.device.type == "cuda"
+                                              and self.device.index is None):
+            raise KernelError(f"{what}: the callable returned a tensor on {out.device}, expected {self.device}")
+        if not out.is_contiguous():
+            raise KernelError(f"{what}: the callable returned a non-contiguous tensor (strides {tuple(out.stride())}); "
+                              f"expected a contiguous one, as an engine's next op reads it (call .contiguous())")
+        for name, t in inputs:
+            if out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+                raise KernelError(f"{what}: the output aliases the input {name} (same storage); expected a new tensor")
+        t0 = time.perf_counter()
+        host = out.detach().to(device="cpu", dtype=torch.float32).contiguous()
+        self.stats["to_host_s"] += time.perf_counter() - t0
+        if finite_inputs and not bool(torch.isfinite(host).all()):
+            bad = int((~torch.isfinite(host)).flatten().nonzero()[0])
+            raise KernelError(f"{what}: the callable returned {float(host.flatten()[bad])} at flat index {bad} "
+                              f"(shape {tuple(shape)}) from finite inputs")
+        return host.flatten()
+
+    def _inputs(self, pairs):
+        """[(name, flat, shape)] -> [(name, device tensor)], timing the copies."""
+        t0 = time.perf_counter()
+        ts = [(name, self._to_device(flat, shape)) for name, flat, shape in pairs]
+        if self.device.type == "cuda":
+            _torch().cuda.synchronize(self.device)
+        self.stats["to_device_s"] += time.perf_counter() - t0
+        return ts
+
+
+class AttentionKernel(_Kernel):
+    """An attention kernel: fn(q, k_cache, v_cache, call) -> out, called as an engine calls its kernel.
+
+    q: (n_q, n_heads, d) at positions call.q_offset ..; k_cache: (capacity, n_kv_heads, d), v_cache: (capacity,
+    n_kv_heads, d_v), rows [call.n_kv, capacity) allocated but never to be read (kvconf fills them with NaN in the
+    unused-slot rule); out: (n_q, n_heads, d_v), a new tensor of the kernel's dtype on its device. call carries
+    n_kv, causal, window, scale (the float to multiply scores by) and softcap. Decode is n_q = 1.
+
+    What the kernel's arithmetic may do, as a plugin's kernel table states it (docs/TOLERANCES.md §10): products and
+    sums in fp32 in any order; exp_error_ulps: its exp's error in fp32 ulps (0 = correctly rounded, charged 1;
+    PyTorch's CPU flash kernel: 20; CUDA fast-math exp2f: 64); flush_exp: e^x below 2^-125 may be flushed to 0.
+    cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and capacity rules are bitwise).
+    """
+
+    kind = "attention"
+
+    def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True,
+                 cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors=""):
+        super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
+        if not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool) or not 0 <= exp_error_ulps <= 1 << 20:
+            raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
+        self.exp_error_ulps = exp_error_ulps
+        self.flush_exp = bool(flush_exp)
+        self.cache_invariant = bool(cache_invariant)
+        self._core = _core.AttentionKernel(
+            self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
+            max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors)
+
+    def describe_bound(self) -> str:
+        return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k and PV in fp32 in any order, scale error "
+                f"2u, exp error {max(self.exp_error_ulps, 1)} fp32 ulp"
+                + (", e^x < 2^-125 may flush to 0" if self.flush_exp else "")
+                + (", P rounded to the input format before PV" if self.format != "f32" else "")
+                + f", one rounding to {self.format}")
+
+    def _run(self, call, q, k_cache, v_cache):
+        torch = _torch()
+        cap = call.capacity
+        finite = bool(torch.isfinite(k_cache).all()) and bool(torch.isfinite(v_cache).all())
+        ins = self._inputs([("q", q, (call.n_q, call.n_heads, call.d)),
+                            ("k_cache", k_cache, (cap, call.n_kv_heads, call.d)),
+                            ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
+        out = self._invoke([t for _, t in ins] + [call], {})
+        return self._result(out, (call.n_q, call.n_heads, call.d_v), ins, finite)
+
+
+class GemmKernel(_Kernel):
+    """A linear layer's projection: fn(x, w) -> y = x @ w.T, x: (m, k), w: (n, k) as nn.Linear holds its weight,
+    y: (m, n). Products and sums in fp32 in any order, one rounding to the dtype (the black-box GEMM bound).
+    cache_invariant: claims a row's result does not depend on m (then the on/off projection rule is bitwise)."""
+
+    kind = "gemm"
+
+    def __init__(self, fn, *, dtype, device="cpu", name=None, cache_invariant=False, deterministic=True,
+                 supports=None, timeout_s=None, mirrors=""):
+        super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
+        self.cache_invariant = bool(cache_invariant)
+        self._core = _core.GemmKernel(self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant,
+                                      bool(deterministic), mirrors)
+
+    def describe_bound(self) -> str:
+        return f"black-box GEMM bound: fp32 products and sums in any order, one rounding to {self.format}"
+
+    def _run(self, shape, x, w):
+        ins = self._inputs([("x", x, (shape.m, shape.k)), ("w", w, (shape.n, shape.k))])
+        out = self._invoke([t for _, t in ins], {})
+        return self._result(out, (shape.m, shape.n), ins, True)
+
+
+class NormKernel(_Kernel):
+    """RMSNorm as HF computes it: fn(x, w, params) -> y, x: (rows, d), w: (d), y: (rows, d); params.eps, and
+    params.one_plus_weight (Gemma: y = (x·r)·(1 + w) in fp32; Llama: y = w · (x·r) rounded to the dtype first).
+    A kernel that has one of the two decline the other through supports (or lets kvconf show it). Σx² in fp32 in any
+    order; rsqrt_error_ulps: the error of its 1/sqrt in fp32 ulps (default 2: fl(1/fl(sqrt)), PyTorch's rsqrt)."""
+
+    kind = "norm"
+
+    def __init__(self, fn, *, dtype, device="cpu", name=None, rsqrt_error_ulps=2, deterministic=True,
+                 supports=None, timeout_s=None, mirrors=""):
+        super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
+        if not isinstance(rsqrt_error_ulps, (int, float)) or not 0 < rsqrt_error_ulps < 1 << 20:
+            raise ValueError(f"rsqrt_error_ulps={rsqrt_error_ulps!r}: expected a number > 0")
+        self.rsqrt_error_ulps = rsqrt_error_ulps
+        rel = _core.RSQRT_TWO_ROUNDINGS_REL_ERROR if rsqrt_error_ulps == 2 else rsqrt_error_ulps * 2.0**-23
+        self._core = _core.NormKernel(self.user_name, self.format, _weak(self._run), _weak(self._supports), bool(deterministic), rel,
+                                      mirrors)
+
+    def describe_bound(self) -> str:
+        return (f"black-box RMSNorm bound: Σx² in fp32 in any order, rsqrt within {self.rsqrt_error_ulps} fp32 ulp, "
+                f"the rest of HF's RMSNorm in fp32, rounding to {self.format}")
+
+    def _run(self, shape, params, x, w):
+        ins = self._inputs([("x", x, (shape.rows, shape.d)), ("w", w, (shape.d,))])
+        out = self._invoke([t for _, t in ins] + [params], {})
+        return self._result(out, (shape.rows, shape.d), ins, True)

@@ -1,0 +1,27 @@
+// Kernels over Python runners (kernels.cpp): what a Python callable states about itself, and the registry kernel
+// entries made from it, described to the bounds as black boxes.
+#pragma once
+
+#include <string>
+
+#include "bindings.hpp"
+#include "kvconf/kernels/kernel.hpp"
+
+namespace kvconf::python {
+
+struct KernelSpec {
+  std::string name;              // the user's name; the kernel is python.<name>.<f32|f16|bf16>
+  Format format = Format::fp16;  // inputs and outputs; products and sums in fp32 in any order
+  nb::object runner;             // runner(call, *inputs) -> float32 CPU tensor (python/kvconf/_kernel.py)
+  nb::object supports;           // supports(call) -> None | reason, or None
+  bool cache_invariant = false;  // claims: decode equals prefill bitwise, independent of capacity and chunking
+  bool deterministic = true;
+  std::string mirrors;
+};
+
+// exp budget: relative (fp32 ulps · 2^-23) and absolute (a flush of e^x below 2^-125 to 0, or 0).
+kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error);
+kernels::GemmKernel gemm_kernel(const KernelSpec& s);
+kernels::NormKernel norm_kernel(const KernelSpec& s, double rsqrt_rel_error);
+
+}  // namespace kvconf::python

@@ -1,0 +1,67 @@
+"""The package's surface: its version is the C++ version, the case sets are the suites', the seeds are the suites'
+(computed here independently), and results carry what a rule measured."""
+import os
+
+import pytest
+import torch
+
+import kvconf
+
+
+def test_version_is_the_cxx_version():
+    want = os.environ.get("KVCONF_CXX_VERSION")
+    if want is None:
+        pytest.skip("KVCONF_CXX_VERSION is set by CTest (python/tests/CMakeLists.txt)")
+    assert kvconf.__version__ == want
+
+
+def test_sets_nest_and_ids_resolve():
+    quick, default, full = (kvconf.attention_cases(s) for s in ("quick", "default", "full"))
+    assert 0 < len(quick) and 0 < len(default) < len(full)
+    assert {c.id for c in default} <= {c.id for c in full}
+    assert all(not c.slow for c in default) and any(c.slow for c in full)
+    for c in quick + full:
+        assert kvconf.attention_case(c.id).id == c.id
+    # The GEMM default set has the decode reductions of the three models with their K tails.
+    ks = {c.shape.k for c in kvconf.gemm_cases("default") if c.shape.m == 1}
+    assert {11008, 2304, 14336} <= ks
+    with pytest.raises(KeyError, match="no attention case 'nope'"):
+        kvconf.attention_case("nope")
+    with pytest.raises(ValueError, match="set='fast'"):
+        kvconf.attention_cases("fast")
+
+
+def fnv1a(text):
+    h = 1469598103934665603
+    for b in text.encode():
+        h ^= b
+        h = (h * 1099511628211) % 2**64
+    return h
+
+
+def test_seeds_are_the_suites(monkeypatch):
+    monkeypatch.delenv("KVCONF_SEED", raising=False)
+    case = kvconf.attention_cases("quick")[0]
+    assert kvconf.seed_for("attention_oracle", case.id) == fnv1a("attention_oracle/" + case.id)
+    from sdpa_attention import sdpa_attention
+    k = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float32, exp_error_ulps=20)
+    report = kvconf.check_attention(k, case, rules=["oracle"])
+    assert [r.seed for r in report] == [fnv1a("attention_oracle/" + case.id)] * 2
+    report = kvconf.check_attention(k, case, rules=["on_off"], seed=7)
+    assert [(r.rule, r.seed) for r in report] == [("on_off_bound", 7)]
+
+
+def test_results_carry_rule_error_bound_headroom_seed_case():
+    from sdpa_attention import sdpa_attention
+    k = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp_error_ulps=20, name="sdpa")
+    case = kvconf.attention_cases("quick")[1]
+    report = kvconf.check_attention(k, case)
+    assert report.passed, report.message()
+    assert [r.rule for r in report] == ["oracle_bound", "two_sided", "on_off_bound", "chunked_bound.chunk1",
+                                        "chunked_bound.chunk4", "chunked_bound.chunk16", "unused_slots"]
+    for r in report:
+        assert r.case_id == case.id and r.kernel == "python.sdpa.f16"
+        if r.rule != "unused_slots":
+            assert 0 < r.bound and 0 <= r.error <= r.bound
+            assert r.headroom == pytest.approx((r.bound - r.error) / r.bound)
+    assert report.rule("two_sided").reference_error > 0
