@@ -54,7 +54,7 @@ cmake -S . -B build-fuzz -G "Unix Makefiles" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DKVCONF_BUILD_FUZZERS=ON -DKVCONF_BUILD_TESTS=OFF -DKVCONF_BUILD_BENCHMARKS=OFF \
-  -DKVCONF_ENABLE_CUDA=OFF -DKVCONF_PYTHON=false -DKVCONF_FUZZ_SECONDS="$seconds" >/dev/null
+  -DKVCONF_ENABLE_CUDA=OFF -DKVCONF_PYTHON=false -DKVCONF_BUILD_PYTHON=OFF -DKVCONF_FUZZ_SECONDS="$seconds" >/dev/null
 nice -n 10 cmake --build build-fuzz -j "${KVCONF_JOBS:-2}" --target kvconf_fuzzers
 
 [ "$run" = 1 ] || exit 0

@@ -43,7 +43,8 @@ if [ "$configure" = 1 ]; then
   # No libtorch or CUDA sources (optional parts, third-party headers), no tests or benchmarks: kvconf's own code.
   cmake -S . -B build-tidy -G "Unix Makefiles" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DKVCONF_BUILD_TESTS=OFF \
-    -DKVCONF_BUILD_BENCHMARKS=OFF -DKVCONF_ENABLE_CUDA=OFF -DKVCONF_PYTHON=false -DKVCONF_TIDY=ON >/dev/null
+    -DKVCONF_BUILD_BENCHMARKS=OFF -DKVCONF_ENABLE_CUDA=OFF -DKVCONF_PYTHON=false -DKVCONF_BUILD_PYTHON=OFF \
+    -DKVCONF_TIDY=ON >/dev/null
 fi
 
 # The C++ sources of the compile database (C files: the plugin ABI examples, checked by their compiler warnings).

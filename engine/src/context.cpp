@@ -120,6 +120,41 @@ void Context::reset() {
   trace_ = Trace{};
 }
 
+void Context::adopt_prefix(const KvCache& src, std::size_t rows) {
+  if (src.kv_dim != model_->config.kv_dim() || src.k.size() != model_->config.n_layers)
+    throw std::invalid_argument("kvconf::engine::Context::adopt_prefix: the source cache has another shape");
+  if (rows > src.n)
+    throw std::invalid_argument("kvconf::engine::Context::adopt_prefix: " + std::to_string(rows) +
+                                " rows asked of a cache holding " + std::to_string(src.n));
+  reset();
+  if (cache_.capacity < rows) {
+    if (gpu()) forget_device_kv(cache_);  // the buffers are freed below
+    cache_ = make_cache(model_->config, rows);
+  }
+  const std::size_t kvd = cache_.kv_dim;
+  for (std::size_t l = 0; l < src.k.size(); ++l) {
+    std::copy_n(src.k[l].begin(), rows * kvd, cache_.k[l].begin());
+    std::copy_n(src.v[l].begin(), rows * kvd, cache_.v[l].begin());
+    if (gpu()) {  // rows written from the host: the device mirrors must upload them
+      kernels::gpu_kv_rows_changed(cache_.k[l].data(), 0);
+      kernels::gpu_kv_rows_changed(cache_.v[l].data(), 0);
+    }
+  }
+  cache_.n = rows;
+}
+
+void Context::rewrite_cache(const std::function<void(KvCache&)>& f) {
+  const std::size_t n = cache_.n, cap = cache_.capacity, kvd = cache_.kv_dim, L = cache_.k.size();
+  f(cache_);
+  if (cache_.n != n || cache_.capacity != cap || cache_.kv_dim != kvd || cache_.k.size() != L)
+    throw std::logic_error("kvconf::engine::Context::rewrite_cache: the callback changed the cache's shape");
+  if (gpu())
+    for (std::size_t l = 0; l < L; ++l) {
+      kernels::gpu_kv_rows_changed(cache_.k[l].data(), 0);
+      kernels::gpu_kv_rows_changed(cache_.v[l].data(), 0);
+    }
+}
+
 namespace {
 // A forward call on the cache-ON path (`cached`) or the recompute, with the context's hooks and K/V GEMM.
 ForwardCall call_of(std::span<const int> tokens, bool cached, const ContextOptions& o) {

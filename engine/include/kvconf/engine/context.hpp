@@ -122,6 +122,13 @@ class Context {
   // KV-cache patching: rows [row_begin, row_end) of `layer` (all layers when layer == npos) copied from `src`.
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   void patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end);
+  // A prefix-cache hit: the cache becomes rows [0, rows) of `src` (another request's cache of the same model and
+  // profile), every layer; the next prefill continues at position `rows`. std::invalid_argument when src has fewer
+  // rows or another shape.
+  void adopt_prefix(const KvCache& src, std::size_t rows);
+  // f may change any held row of the cache (not its shape); the device mirrors are told. For the planted scenario
+  // faults (scenario.hpp's hooks).
+  void rewrite_cache(const std::function<void(KvCache&)>& f);
   void reset();
 
   const Model& model() const { return *model_; }

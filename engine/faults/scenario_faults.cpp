@@ -1,0 +1,97 @@
+// The planted scenario faults (scenario_faults.hpp) as ScenarioHooks overrides.
+#include "kvconf/engine/scenario_faults.hpp"
+
+#include <algorithm>
+
+#include "kvconf/numerics/rounding.hpp"
+
+namespace kvconf::engine {
+
+const char* scenario_fault_name(ScenarioFault f) {
+  switch (f) {
+    case ScenarioFault::prefix_row_short:
+      return "prefix_row_short";
+    case ScenarioFault::chunk_boundary_skip:
+      return "chunk_boundary_skip";
+    case ScenarioFault::refill_forgets_layer:
+      return "refill_forgets_layer";
+    case ScenarioFault::restore_rounds_cache:
+      return "restore_rounds_cache";
+  }
+  return "?";
+}
+
+std::vector<ScenarioFault> all_scenario_faults() {
+  return {ScenarioFault::prefix_row_short, ScenarioFault::chunk_boundary_skip, ScenarioFault::refill_forgets_layer,
+          ScenarioFault::restore_rounds_cache};
+}
+
+Scenario scenario_of(ScenarioFault f) {
+  switch (f) {
+    case ScenarioFault::prefix_row_short:
+      return Scenario::prefix;
+    case ScenarioFault::chunk_boundary_skip:
+      return Scenario::chunked;
+    case ScenarioFault::refill_forgets_layer:
+      return Scenario::refill;
+    case ScenarioFault::restore_rounds_cache:
+      return Scenario::restore;
+  }
+  return Scenario::cache;
+}
+
+namespace {
+
+struct PrefixRowShort : ScenarioHooks {
+  std::size_t prefix_rows(std::size_t shared) const override { return shared == 0 ? 0 : shared - 1; }
+};
+
+struct ChunkBoundarySkip : ScenarioHooks {
+  std::vector<std::pair<std::size_t, std::size_t>> chunks(std::size_t n, std::size_t chunk) const override {
+    auto v = ScenarioHooks::chunks(n, chunk);
+    if (v.size() >= 2) {
+      ++v[1].first;
+      if (v[1].first == v[1].second) v.erase(v.begin() + 1);
+    }
+    return v;
+  }
+};
+
+struct RefillForgetsLayer : ScenarioHooks {
+  void after_refill(KvCache& cache, Format) const override {
+    std::fill_n(cache.k.back().begin(), cache.n * cache.kv_dim, 0.0f);
+    std::fill_n(cache.v.back().begin(), cache.n * cache.kv_dim, 0.0f);
+  }
+};
+
+struct RestoreRoundsCache : ScenarioHooks {
+  void after_restore(KvCache& cache, Format fmt) const override {
+    for (auto* side : {&cache.k, &cache.v})
+      for (auto& layer : *side)
+        for (std::size_t i = 0; i < cache.n * cache.kv_dim; ++i)
+          layer[i] =
+              static_cast<float>(::kvconf::decode(fmt, ::kvconf::encode(fmt, static_cast<double>(layer[i])) & ~1u));
+  }
+};
+
+}  // namespace
+
+const ScenarioHooks& scenario_hooks(ScenarioFault f) {
+  static const PrefixRowShort prefix;
+  static const ChunkBoundarySkip chunk;
+  static const RefillForgetsLayer refill;
+  static const RestoreRoundsCache restore;
+  switch (f) {
+    case ScenarioFault::prefix_row_short:
+      return prefix;
+    case ScenarioFault::chunk_boundary_skip:
+      return chunk;
+    case ScenarioFault::refill_forgets_layer:
+      return refill;
+    case ScenarioFault::restore_rounds_cache:
+      return restore;
+  }
+  return plain_scenario();
+}
+
+}  // namespace kvconf::engine

@@ -1,0 +1,86 @@
+// Scenarios (docs/SCENARIOS.md): two executions of the same sequence that must compute the same function. Side A runs
+// the scenario, side B the plain execution it must agree with:
+//   cache    A: cache-ON (prefill, then decode)                     B: cache-OFF (a recompute at every step)
+//   prefix   A: the prompt's first `shared` rows taken from another request's cache, the rest prefilled over them
+//                                                                   B: cache-ON, the prompt computed fresh
+//   chunked  A: the prompt prefilled in chunks of `chunk` tokens    B: cache-ON, the prompt in one prefill
+//   refill   A: after step `at_step` the cache is dropped and rebuilt by one prefill of everything so far (a preempted
+//               request recomputed)                                 B: cache-ON, uninterrupted
+//   restore  A: after step `at_step` the context is copied (its cache saved and restored) and generation goes on in
+//               the copy                                            B: cache-ON, uninterrupted
+//   batch    A: the sequence decoded inside a batch of others       B: alone. kvconf's engine has no batched forward
+//               yet: scenario_unavailable says so.
+// Both sides sample with the same per-step draws (generate.hpp). Each records, per forward call, how many tokens it fed
+// and over how many cached rows (from the context's trace, as the forward saw them), so a check can prove which path
+// ran. The scenario driver's variation points are ScenarioHooks; the planted scenario faults (engine/faults/) are
+// hooks, as the forward pass's are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvconf/engine/context.hpp"
+#include "kvconf/engine/generate.hpp"
+
+namespace kvconf::engine {
+
+enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore };
+const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
+std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
+const std::vector<Scenario>& all_scenarios();                // in the order above
+// Why kvconf's engine cannot run scenario s (batch: no batched forward yet), or nullopt.
+std::optional<std::string> scenario_unavailable(Scenario s);
+
+struct ScenarioOptions {
+  std::size_t chunk = 4;    // chunked: tokens per prefill chunk (the last chunk takes the rest)
+  std::size_t at_step = 3;  // refill, restore: the event happens after this step's token is chosen (>= 1)
+  // prefix: the other request's prompt; the first `shared` tokens of both prompts must be equal (0: the whole common
+  // prefix of the two prompts, at most the prompt's length − 1).
+  std::vector<int> donor;
+  std::size_t shared = 0;
+};
+
+// One forward call of a side: tokens fed and cached rows attended over before them (Trace::pos0).
+struct CallRecord {
+  std::size_t fed = 0;
+  std::size_t cached = 0;
+};
+
+struct ScenarioResult {
+  GenerateResult gen;                     // tokens, and logits when the options keep them
+  std::vector<CallRecord> calls;          // every forward call of this side, in order
+  std::vector<std::size_t> call_of_step;  // index into calls of the call whose logits step t used
+};
+
+// The scenario driver's variation points. The defaults are the scenario done right; each planted scenario fault
+// (kvconf/engine/scenario_faults.hpp) overrides one.
+class ScenarioHooks {
+ public:
+  virtual ~ScenarioHooks() = default;
+  // prefix: how many of the donor's rows the request takes when `shared` are shared (the driver then prefills the
+  // prompt from token `shared` on, trusting the count).
+  virtual std::size_t prefix_rows(std::size_t shared) const { return shared; }
+  // chunked: the [begin, end) token ranges the prompt of n tokens is prefilled in.
+  virtual std::vector<std::pair<std::size_t, std::size_t>> chunks(std::size_t n, std::size_t chunk) const;
+  // refill: called on the cache (values of `storage`) right after the refill prefill rebuilt it.
+  virtual void after_refill(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
+  // restore: called on the restored copy's cache.
+  virtual void after_restore(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
+};
+const ScenarioHooks& plain_scenario();  // the defaults
+
+// Side A of scenario s on `ctx` (reset first), free-running for o.steps steps; `hooks` may be null (plain_scenario).
+// Throws std::invalid_argument for options the scenario cannot use (a chunk of 0, at_step 0 or past the steps, a
+// donor sharing no token with the prompt) and for an unavailable scenario.
+ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario s, const ScenarioOptions& so,
+                            const GenerateOptions& o, const ScenarioHooks* hooks = nullptr);
+// Side B: the plain execution scenario s is compared with (cache: cache-OFF; every other: cache-ON).
+ScenarioResult run_reference(Context& ctx, std::span<const int> prompt, Scenario s, const GenerateOptions& o);
+
+}  // namespace kvconf::engine

@@ -1,0 +1,181 @@
+// The scenario driver (scenario.hpp): side A of each scenario and the plain side B, free-running with the shared
+// per-step draws, recording every forward call (tokens fed, cached rows) from the context's trace.
+#include "kvconf/engine/scenario.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvconf::engine {
+
+const char* scenario_name(Scenario s) {
+  switch (s) {
+    case Scenario::cache:
+      return "cache";
+    case Scenario::prefix:
+      return "prefix";
+    case Scenario::batch:
+      return "batch";
+    case Scenario::chunked:
+      return "chunked";
+    case Scenario::refill:
+      return "refill";
+    case Scenario::restore:
+      return "restore";
+  }
+  return "?";
+}
+
+const std::vector<Scenario>& all_scenarios() {
+  static const std::vector<Scenario> v = {Scenario::cache,   Scenario::prefix, Scenario::batch,
+                                          Scenario::chunked, Scenario::refill, Scenario::restore};
+  return v;
+}
+
+std::optional<Scenario> parse_scenario(std::string_view s) {
+  for (Scenario x : all_scenarios())
+    if (s == scenario_name(x)) return x;
+  return std::nullopt;
+}
+
+std::optional<std::string> scenario_unavailable(Scenario s) {
+  if (s == Scenario::batch)
+    return std::string(
+        "kvconf's engine has no batched forward yet (one sequence per call): the batch scenario runs in "
+        "engines that batch (transformers' traces, docs/SCENARIOS.md)");
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> ScenarioHooks::chunks(std::size_t n, std::size_t chunk) const {
+  std::vector<std::pair<std::size_t, std::size_t>> v;
+  for (std::size_t b = 0; b < n; b += chunk) v.emplace_back(b, std::min(n, b + chunk));
+  return v;
+}
+
+const ScenarioHooks& plain_scenario() {
+  static const ScenarioHooks h;
+  return h;
+}
+
+namespace {
+
+// One side's generation: the forward calls go through call(), which records what the forward saw.
+class Side {
+ public:
+  Side(Context& ctx, const GenerateOptions& o) : ctx_(&ctx), o_(o) {}
+
+  template <class F>
+  const std::vector<float>& call(F&& f) {
+    logits_ = f(*ctx_);
+    r_.calls.push_back({ctx_->trace().rows, ctx_->trace().pos0});
+    return logits_;
+  }
+  // Step t's token from the last call's logits.
+  int choose(std::size_t t) {
+    const int tok = sample(o_.sampler, logits_, step_draw(o_.sampler.seed, t));
+    r_.gen.tokens.push_back(tok);
+    if (o_.keep_logits) r_.gen.logits.push_back(logits_);
+    r_.call_of_step.push_back(r_.calls.size() - 1);
+    if (o_.hook) o_.hook(t, logits_, tok);
+    return tok;
+  }
+  void switch_to(Context& c) { ctx_ = &c; }
+  Context& ctx() { return *ctx_; }
+  ScenarioResult take() { return std::move(r_); }
+
+ private:
+  Context* ctx_;
+  const GenerateOptions& o_;
+  std::vector<float> logits_;
+  ScenarioResult r_;
+};
+
+std::size_t shared_prefix(std::span<const int> a, std::span<const int> b) {
+  std::size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+void check_options(std::span<const int> prompt, Scenario s, const ScenarioOptions& so, const GenerateOptions& o) {
+  if (prompt.empty()) throw std::invalid_argument("kvconf::engine::run_scenario: the prompt is empty");
+  if (auto why = scenario_unavailable(s))
+    throw std::invalid_argument("scenario " + std::string(scenario_name(s)) + ": " + *why);
+  if (s == Scenario::chunked && so.chunk == 0) throw std::invalid_argument("scenario chunked: chunk = 0");
+  if ((s == Scenario::refill || s == Scenario::restore) && (so.at_step == 0 || so.at_step + 1 >= o.steps))
+    throw std::invalid_argument("scenario " + std::string(scenario_name(s)) +
+                                ": at_step = " + std::to_string(so.at_step) +
+                                ", expected 1 .. steps − 2 = " + std::to_string(o.steps < 2 ? 0 : o.steps - 2));
+  if (s == Scenario::prefix) {
+    const std::size_t common = shared_prefix(prompt, so.donor);
+    if (so.shared > common)
+      throw std::invalid_argument("scenario prefix: shared = " + std::to_string(so.shared) +
+                                  " but the prompt and the donor share " + std::to_string(common) + " tokens");
+    if (common == 0) throw std::invalid_argument("scenario prefix: the donor shares no first token with the prompt");
+  }
+}
+
+}  // namespace
+
+ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario s, const ScenarioOptions& so,
+                            const GenerateOptions& o, const ScenarioHooks* hooks) {
+  check_options(prompt, s, so, o);
+  const ScenarioHooks& h = hooks ? *hooks : plain_scenario();
+  std::vector<int> seq(prompt.begin(), prompt.end());
+  ctx.reset();
+  Side side(ctx, o);
+  std::optional<Context> restored;  // restore: the copy generation continues in
+  // The prompt.
+  if (s == Scenario::cache || s == Scenario::refill || s == Scenario::restore) {
+    side.call([&](Context& c) { return c.prefill(seq, o.forward); });
+  } else if (s == Scenario::chunked) {
+    for (const auto& [b, e] : h.chunks(seq.size(), so.chunk))
+      side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).subspan(b, e - b), o.forward); });
+  } else {  // prefix: another request prefilled the donor prompt; this one takes its first rows
+    const std::size_t shared =
+        std::min(so.shared != 0 ? so.shared : shared_prefix(prompt, so.donor), prompt.size() - 1);
+    Context donor(ctx);
+    donor.reset();
+    (void)donor.prefill(so.donor, o.forward);
+    ctx.adopt_prefix(donor.cache(), h.prefix_rows(shared));
+    side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).subspan(shared), o.forward); });
+  }
+  for (std::size_t t = 0; t < o.steps; ++t) {
+    if (t > 0) side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
+    const int tok = side.choose(t);
+    if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
+    seq.push_back(tok);
+    if (t + 1 == so.at_step && s == Scenario::refill) {
+      // Preempted: the cache is dropped; everything so far but the newest token is prefilled again, and the next
+      // step decodes the newest token over it, as a recomputed request resumes.
+      side.ctx().reset();
+      side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).first(seq.size() - 1), o.forward); });
+      side.ctx().rewrite_cache([&](KvCache& c) { h.after_refill(c, ctx.model().storage); });
+    }
+    if (t + 1 == so.at_step && s == Scenario::restore) {
+      restored.emplace(side.ctx());  // the cache saved and restored into a new context
+      restored->rewrite_cache([&](KvCache& c) { h.after_restore(c, ctx.model().storage); });
+      side.switch_to(*restored);
+    }
+  }
+  return side.take();
+}
+
+ScenarioResult run_reference(Context& ctx, std::span<const int> prompt, Scenario s, const GenerateOptions& o) {
+  if (prompt.empty()) throw std::invalid_argument("kvconf::engine::run_reference: the prompt is empty");
+  std::vector<int> seq(prompt.begin(), prompt.end());
+  ctx.reset();
+  Side side(ctx, o);
+  for (std::size_t t = 0; t < o.steps; ++t) {
+    if (s == Scenario::cache)
+      side.call([&](Context& c) { return c.recompute(seq, o.forward); });
+    else if (t == 0)
+      side.call([&](Context& c) { return c.prefill(seq, o.forward); });
+    else
+      side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
+    const int tok = side.choose(t);
+    if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
+    seq.push_back(tok);
+  }
+  return side.take();
+}
+
+}  // namespace kvconf::engine

@@ -1,0 +1,163 @@
+// The scenarios on kvconf's own engine (engine/scenario.hpp, conformance/scenario_rules.hpp), on small random models
+// of the three architectures: the correct engine passes every scenario's rules under every CPU profile; each planted
+// scenario fault (engine/scenario_faults.hpp) is caught by its scenario's rules under a non-invariant and the
+// invariant profile; each side's calls are what the scenario says; bad options are refused.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "random_model.hpp"
+#include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/conformance/scenario_rules.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "kvconf/engine/scenario_faults.hpp"
+
+namespace kvconf::conformance {
+namespace {
+
+using engine::Arch;
+using engine::Scenario;
+using engine::ScenarioFault;
+
+const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::cpu_registry();
+  return r;
+}
+
+struct Fixture {
+  engine::ModelConfig c;
+  std::vector<int> prompt, donor;
+  engine::ScenarioOptions so;
+  analysis::PairOptions o;
+};
+
+Fixture make_fixture(Arch a) {
+  Fixture s;
+  s.c = engine::testing::small_config(a);
+  s.prompt = engine::testing::random_tokens(14, s.c.vocab, 77);
+  // Another request with the same first 8 tokens (a shared system prompt), then its own.
+  s.donor.assign(s.prompt.begin(), s.prompt.begin() + 8);
+  for (int t : engine::testing::random_tokens(9, s.c.vocab, 78)) s.donor.push_back(t);
+  s.so.donor = s.donor;
+  s.so.chunk = 4;
+  s.so.at_step = 3;
+  s.o.steps = 10;
+  return s;
+}
+
+// Runs scenario s under `profile` (with the fault's hooks when given) and returns its results.
+CheckResults run(const Fixture& s, const std::string& profile, Scenario sc, const engine::ScenarioHooks* hooks) {
+  const engine::Profile& p = engine::find_profile(profile);
+  const engine::Model m = engine::testing::random_model(s.c, p.storage, 41);
+  const engine::Model m32 = engine::convert(m, Format::fp32);
+  engine::Context ctx(m, engine::resolve(p, registry()));
+  // The fp32 reference; for the fp32 profile itself, the same arithmetic reordered (its own rounding, S32).
+  engine::Context ref(m32, p.storage == Format::fp32 ? reordered_fp32_kernels(registry())
+                                                     : engine::resolve(engine::find_profile("fp32"), registry()));
+  return check_scenario(ctx, ref, s.prompt, sc, s.so, s.o, 1, hooks);
+}
+
+bool failed(const CheckResults& r, const std::string& rule) {
+  for (const CheckResult& x : r)
+    if (x.rule == rule && !x.pass) return true;
+  return false;
+}
+
+class Scenarios : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(Scenarios, CorrectEnginePassesEveryScenarioUnderEveryProfile) {
+  const Fixture s = make_fixture(GetParam());
+  for (const engine::Profile& p : engine::builtin_profiles())
+    for (Scenario sc : engine::all_scenarios()) {
+      if (engine::scenario_unavailable(sc)) continue;
+      const CheckResults r = run(s, p.name, sc, nullptr);
+      EXPECT_TRUE(all_pass(r)) << engine::scenario_name(sc) << " under " << p.name << "\n" << describe(r);
+      // Restore, and every scenario of an invariant profile, are judged bitwise; the rest by the near-tie rules.
+      const bool bitwise = sc == Scenario::restore || p.cache_invariant;
+      EXPECT_EQ(bitwise, !failed(r, "scenario_bitwise") && describe(r).find("scenario_bitwise") != std::string::npos)
+          << engine::scenario_name(sc) << " under " << p.name;
+    }
+}
+
+TEST_P(Scenarios, EveryPlantedScenarioFaultIsCaught) {
+  const Fixture s = make_fixture(GetParam());
+  for (ScenarioFault f : engine::all_scenario_faults()) {
+    const Scenario sc = engine::scenario_of(f);
+    for (const char* profile : {"fp16-eager", "fp16-invariant", "bf16-eager"}) {
+      const CheckResults r = run(s, profile, sc, &engine::scenario_hooks(f));
+      std::printf("%-8s %-22s %-15s %s", engine::arch_name(GetParam()), engine::scenario_fault_name(f), profile,
+                  describe(r).c_str());
+      EXPECT_FALSE(all_pass(r)) << engine::scenario_fault_name(f) << " under " << profile << " passed";
+      switch (f) {
+        case ScenarioFault::prefix_row_short:
+        case ScenarioFault::chunk_boundary_skip:
+          // The call that fed the wrong rows or tokens is named, whatever the logits do.
+          EXPECT_TRUE(failed(r, "scenario_path")) << engine::scenario_fault_name(f) << "\n" << describe(r);
+          break;
+        case ScenarioFault::restore_rounds_cache:
+          EXPECT_TRUE(failed(r, "scenario_bitwise")) << describe(r);
+          break;
+        case ScenarioFault::refill_forgets_layer:
+          EXPECT_FALSE(failed(r, "scenario_path")) << "the refill made the calls it should: " << describe(r);
+          EXPECT_FALSE(failed(r, "scenario_shared_steps_bitwise")) << describe(r);
+          break;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, Scenarios, ::testing::Values(Arch::llama, Arch::mistral, Arch::gemma2),
+                         [](const auto& i) { return std::string(engine::arch_name(i.param)); });
+
+// Each side's calls, as the forward saw them: the scenario's own, and a side that took another path is named.
+TEST(ScenarioPath, CallsAreWhatTheScenarioSays) {
+  const Fixture s = make_fixture(Arch::llama);
+  const engine::Model m = engine::testing::random_model(s.c, Format::fp16, 41);
+  engine::Context ctx(m, engine::resolve(engine::find_profile("fp16-eager"), registry()));
+  engine::GenerateOptions go;
+  go.steps = 6;
+  const std::size_t n = s.prompt.size();
+  const auto chunked = engine::run_scenario(ctx, s.prompt, Scenario::chunked, s.so, go);
+  ASSERT_GE(chunked.calls.size(), 4u);
+  EXPECT_EQ(chunked.calls[0].fed, 4u);
+  EXPECT_EQ(chunked.calls[1].cached, 4u);
+  EXPECT_EQ(chunked.calls[3].fed, n - 12);  // 14 tokens in chunks of 4: 4, 4, 4, 2
+  const auto prefix = engine::run_scenario(ctx, s.prompt, Scenario::prefix, s.so, go);
+  EXPECT_EQ(prefix.calls[0].fed, n - 8);
+  EXPECT_EQ(prefix.calls[0].cached, 8u);
+  const auto refill = engine::run_scenario(ctx, s.prompt, Scenario::refill, s.so, go);
+  EXPECT_EQ(refill.calls.size(), go.steps + 1);
+  EXPECT_EQ(refill.calls[3].fed, n + 2);  // after step 2: the prompt and 3 tokens but the newest
+  EXPECT_EQ(refill.calls[3].cached, 0u);
+  // A "cache-ON" side that recomputes at every step is not the cache scenario's side A.
+  const auto recomputing = engine::run_reference(ctx, s.prompt, Scenario::cache, go);
+  const ExpectedCalls want = expected_calls(Scenario::cache, s.so, n, 0, go.steps);
+  EXPECT_EQ(recomputing.calls.size(), want.a.size());
+  EXPECT_NE(recomputing.calls[1].fed, want.a[1].fed);
+}
+
+TEST(ScenarioOptions, BadOptionsAreRefused) {
+  const Fixture s = make_fixture(Arch::llama);
+  const engine::Model m = engine::testing::random_model(s.c, Format::fp32, 41);
+  engine::Context ctx(m, engine::resolve(engine::find_profile("fp32"), registry()));
+  engine::GenerateOptions go;
+  go.steps = 6;
+  engine::ScenarioOptions so = s.so;
+  so.chunk = 0;
+  EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::chunked, so, go), std::invalid_argument);
+  so = s.so;
+  so.at_step = 5;  // the event must leave a step after it
+  EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::refill, so, go), std::invalid_argument);
+  so = s.so;
+  so.donor = {s.prompt[0] + 1};
+  EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::prefix, so, go), std::invalid_argument);
+  EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::batch, s.so, go), std::invalid_argument);
+  EXPECT_TRUE(engine::scenario_unavailable(Scenario::batch).has_value());
+  EXPECT_EQ(engine::parse_scenario("restore"), Scenario::restore);
+  EXPECT_FALSE(engine::parse_scenario("hot").has_value());
+}
+
+}  // namespace
+}  // namespace kvconf::conformance
