@@ -42,17 +42,21 @@ void print_summary(const protocol::TraceCheckResult& r) {
 CLI::App* add_check_command(CLI::App& app, CheckCliOptions& o) {
   auto* c = app.add_subcommand(
       "check",
-      "Apply kvconf model's rules to an engine's own cache-ON / cache-OFF runs, given as kvconf.trace/1 files\n"
+      "Apply kvconf model's rules to an engine's own cache-ON / cache-OFF runs, or to the two sides of a scenario\n"
+      "(prefix, chunked, refill, restore, batch: docs/SCENARIOS.md), given as kvconf.trace/1 or /1.1 files\n"
       "(docs/TRACES.md): --on A --off B for one pair, or --dir D for every pair in a folder. With --model, kvconf's\n"
       "fp32 engine replays each prompt as the near-tie rule's reference and says which path is closer to fp32 at the\n"
       "first flip. Writes OUT/pairs.jsonl and the report (report.html, report.md, report.json, junit.xml).\n"
       "Exit 0: every rule passes; 1: a rule failed; 2: bad input (a bad trace: one line naming the file and field).");
-  c->add_option("--on", o.on, "The cache-ON trace of one pair");
-  c->add_option("--off", o.off, "The cache-OFF trace of that pair");
+  c->add_option("--on", o.on, "The cache-ON trace of one pair (a scenario's \"scenario\" side)");
+  c->add_option("--off", o.off, "The cache-OFF trace of that pair (a scenario's \"reference\" side)");
   c->add_option("--dir", o.dir, "A folder of traces, paired by model, dtype, engine, strategy and prompt");
   c->add_option("--model", o.model, "The checkpoint (folder, config.json or llama2.c .bin) for the fp32 replay");
   c->add_option("--out", o.out, "Results directory")->capture_default_str();
   c->add_flag("--resume", o.resume, "Continue the check in --out: pairs already recorded are not redone");
+  c->add_flag("--expect-bitwise", o.expect_bitwise,
+              "The engine claims determinism (vLLM's batch-invariant mode, SGLang's deterministic mode): every pair's\n"
+              "logits and tokens must be equal bit for bit (rule scenario_bitwise)");
   return c;
 }
 
@@ -74,6 +78,7 @@ int check_command(const CheckCliOptions& c) {
     o.model = c.model;
     o.out = c.out;
     o.resume = c.resume;
+    o.expect_bitwise = c.expect_bitwise;
     r = protocol::run_trace_check(pairs, o);
     std::printf("kvconf check: %zu pairs (%zu checked now, %zu resumed) in %s/pairs.jsonl\n", r.records.size(), r.ran,
                 r.resumed, c.out.c_str());

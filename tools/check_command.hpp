@@ -14,6 +14,7 @@ struct CheckCliOptions {
   std::string model;    // checkpoint for the fp32 replay (optional)
   std::string out = "kvconf-out";
   bool resume = false;
+  bool expect_bitwise = false;  // every pair bitwise (engines that claim determinism)
 };
 
 CLI::App* add_check_command(CLI::App& app, CheckCliOptions& o);

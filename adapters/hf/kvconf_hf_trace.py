@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-FORMAT = "kvconf.trace/1"
+FORMAT = "kvconf.trace/1.1"  # 1.1: the scenario and the calls each forward made (docs/TRACES.md)
 METADATA_KEY = "kvconf.trace"
 DTYPES = ("float32", "float16", "bfloat16")
 ATTENTIONS = ("eager", "sdpa")
@@ -341,10 +341,13 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
         raise ValueError("max_new_tokens must be >= 1")
     extra = {"logits_to_keep": 1} if _supports_logits_to_keep(model) else {}
     seq = [int(t) for t in prompt_ids]
-    generated, draws, rows, hrows = [], [], [], []
+    generated, draws, rows, hrows, calls = [], [], [], [], []
     past = None
     with torch.inference_mode():
         for t in range(max_new_tokens):
+            # What this forward feeds and how many rows the cache it is given holds, as transformers reports them.
+            fed = len(seq) if path == "cache_off" or t == 0 else 1
+            cached = int(past.get_seq_length()) if past is not None else 0
             if path == "cache_off":
                 out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=False,
                             output_hidden_states=hidden, **extra)
@@ -356,6 +359,10 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
                             use_cache=True, output_hidden_states=hidden, **extra)
             if path == "cache_on":
                 past = out.past_key_values
+                if int(past.get_seq_length()) != cached + fed:  # the cache did not grow by what was fed
+                    raise RuntimeError(f"step {t}: the cache holds {int(past.get_seq_length())} rows after a forward "
+                                       f"of {fed} tokens over {cached}")
+            calls.append([fed, cached])
             row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
             u = step_draw(sampler.seed, t)
             tok = sample(row, sampler, u)
@@ -365,7 +372,7 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
             generated.append(tok)
             draws.append(u)
             seq.append(tok)
-    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous()}
+    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls}
     if hidden:
         res["hidden_states"] = torch.stack(hrows).contiguous()
     return res
@@ -381,7 +388,7 @@ def model_metadata(model, model_dir: str) -> dict:
 
 def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: str, path: str, sampler: Sampler,
                    prompt_id: str, prompt_ids: Sequence[int], run: dict) -> dict:
-    """The kvconf.trace/1 metadata document (docs/TRACES.md), fields in the spec's order."""
+    """The kvconf.trace/1.1 metadata document (docs/TRACES.md), fields in the spec's order."""
     return {
         "format": FORMAT,
         "engine": {"name": "transformers", "version": engine_version, "attention": attention},
@@ -393,6 +400,9 @@ def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: s
         "prompt_ids": [int(t) for t in prompt_ids],
         "generated_ids": [int(t) for t in run["generated_ids"]],
         "draws": [float(u) for u in run["draws"]],
+        "scenario": {"name": "cache"},
+        "calls": run["calls"],
+        "call_of_step": list(range(len(run["calls"]))),  # one forward per generated token
     }
 
 

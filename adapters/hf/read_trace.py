@@ -1,4 +1,4 @@
-# Minimal kvconf.trace/1 reader (safetensors + json + numpy/torch, no kvconf code): load(path) validates a trace.
+# Minimal kvconf.trace/1 and /1.1 reader (safetensors + json + numpy/torch, no kvconf code): load(path) validates a trace.
 """Read and validate one kvconf.trace/1 file (docs/TRACES.md, docs/schemas/kvconf.trace-1.schema.json).
 
     from read_trace import load
@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 FORMAT = "kvconf.trace/1"
+FORMATS = ("kvconf.trace/1", "kvconf.trace/1.1")  # 1.1 adds scenario, calls and call_of_step
 METADATA_KEY = "kvconf.trace"
 FLOAT_DTYPES = ("F32", "F16", "BF16")
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
@@ -81,13 +82,41 @@ def read_header(path: str) -> dict:
     return header
 
 
+def _check_scenario(path: str, meta: dict) -> None:
+    """1.1: scenario {name, side, ...} and calls [[fed, cached], ...] with call_of_step (one call index per token)."""
+    new = [k for k in ("scenario", "calls", "call_of_step") if k in meta]
+    if new and meta["format"] != "kvconf.trace/1.1":
+        _fail(path, new[0], "needs format kvconf.trace/1.1")
+    sc = meta.get("scenario", {"name": "cache"})
+    if not isinstance(sc, dict) or sc.get("name") not in ("cache", "prefix", "batch", "chunked", "refill", "restore"):
+        _fail(path, "scenario.name", f"{sc.get('name') if isinstance(sc, dict) else sc!r} is not a known scenario")
+    if sc["name"] != "cache" and sc.get("side") not in ("scenario", "reference"):
+        _fail(path, "scenario.side", f"{sc.get('side')!r} is not scenario or reference")
+    if ("calls" in meta) != ("call_of_step" in meta):
+        _fail(path, "calls", "calls and call_of_step come together")
+    if "calls" not in meta:
+        return
+    calls = meta["calls"]
+    if not isinstance(calls, list) or not calls:
+        _fail(path, "calls", "not a non-empty list")
+    for i, c in enumerate(calls):
+        if not isinstance(c, list) or len(c) != 2 or not all(_is_int(x) and x >= 0 for x in c) or c[0] < 1:
+            _fail(path, f"calls[{i}]", f"{c!r} is not [tokens fed >= 1, cached rows >= 0]")
+    cs = meta["call_of_step"]
+    if not isinstance(cs, list) or len(cs) != len(meta["generated_ids"]):
+        _fail(path, "call_of_step", f"not a list of {len(meta['generated_ids'])} call indices")
+    for i, k in enumerate(cs):
+        if not _is_int(k) or not 0 <= k < len(calls) or (i and k <= cs[i - 1]):
+            _fail(path, f"call_of_step[{i}]", "not an increasing index into calls")
+
+
 def _check_meta(path: str, meta: Any) -> None:
     if not isinstance(meta, dict):
         _fail(path, METADATA_KEY, "not a JSON object")
     if "format" not in meta:
         _fail(path, "format", "missing")
-    if meta["format"] != FORMAT:
-        _fail(path, "format", f"'{meta['format']}' is not {FORMAT}")
+    if meta["format"] not in FORMATS:
+        _fail(path, "format", f"'{meta['format']}' is not {' or '.join(FORMATS)}")
     for k in ("engine", "model", "dtype", "path", "strategy", "prompt_id", "prompt_ids", "generated_ids"):
         if k not in meta:
             _fail(path, k, "missing")
@@ -147,6 +176,7 @@ def _check_meta(path: str, meta: Any) -> None:
                 _fail(path, f"{k}[{i}]", "not an integer")
             if not 0 <= t < V:
                 _fail(path, f"{k}[{i}]", f"token id {t} outside [0, {V})")
+    _check_scenario(path, meta)
     if "draws" in meta:
         d = meta["draws"]
         if not isinstance(d, list):

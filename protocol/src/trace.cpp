@@ -63,15 +63,72 @@ std::vector<int> ids(const fs::path& file, const json& obj, const std::string& n
 
 std::string short_dtype(const std::string& d) { return d == "float32" ? "fp32" : d == "float16" ? "fp16" : "bf16"; }
 
+// "cache_on" / "cache_off" for the cache scenario, else "<scenario> scenario-side" / "<scenario> reference-side".
+std::string side_name(const Trace& t) {
+  if (t.scenario == "cache") return t.cache_on ? "cache_on" : "cache_off";
+  return t.scenario + (t.side_a ? " scenario-side" : " reference-side");
+}
+
+// 1.1's scenario {name, side, chunk, at_step, shared} and calls / call_of_step (docs/TRACES.md); in a 1 trace they
+// are refused (a reader of 1 would ignore them).
+void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
+  for (const char* k : {"scenario", "calls", "call_of_step"})
+    if (!v11 && m.contains(k)) bad(file, k, std::string("needs format '") + kTraceFormat11 + "'");
+  const std::size_t T = t.generated_ids.size();
+  if (m.contains("scenario")) {
+    const json& s = m["scenario"];
+    if (!s.is_object()) bad(file, "scenario", "expected an object");
+    t.scenario = str(file, s, "scenario", "name");
+    static const char* known[] = {"cache", "prefix", "batch", "chunked", "refill", "restore"};
+    if (std::find(std::begin(known), std::end(known), t.scenario) == std::end(known))
+      bad(file, "scenario.name", "'" + t.scenario + "', expected cache, prefix, batch, chunked, refill or restore");
+    if (t.scenario != "cache") {
+      const std::string side = str(file, s, "scenario", "side");
+      if (side != "scenario" && side != "reference")
+        bad(file, "scenario.side", "'" + side + "', expected scenario or reference");
+      t.side_a = side == "scenario";
+      if (!t.cache_on) bad(file, "path", "cache_off in a " + t.scenario + " trace (both sides of it use a cache)");
+    }
+    if (s.contains("chunk")) t.chunk = uint(file, s["chunk"], "scenario.chunk", 1);
+    if (s.contains("at_step")) t.at_step = uint(file, s["at_step"], "scenario.at_step", 1);
+    if (s.contains("shared")) t.shared = uint(file, s["shared"], "scenario.shared", 1);
+    if (t.scenario == "chunked" && t.chunk == 0) bad(file, "scenario.chunk", "required for the chunked scenario");
+    if ((t.scenario == "refill" || t.scenario == "restore") && (t.at_step == 0 || t.at_step >= T))
+      bad(file, "scenario.at_step", "required for " + t.scenario + ", from 1 to " + std::to_string(T) + " - 1");
+    if (t.scenario == "prefix" && (t.shared == 0 || t.shared >= t.prompt_ids.size()))
+      bad(file, "scenario.shared", "required for prefix, from 1 to len(prompt_ids) - 1");
+  }
+  if (m.contains("calls") != m.contains("call_of_step"))
+    bad(file, m.contains("calls") ? "call_of_step" : "calls", "missing (calls and call_of_step come together)");
+  if (!m.contains("calls")) return;
+  const json& c = m["calls"];
+  if (!c.is_array() || c.empty()) bad(file, "calls", "expected a non-empty array of [fed, cached] pairs");
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::string f = "calls[" + std::to_string(i) + "]";
+    if (!c[i].is_array() || c[i].size() != 2) bad(file, f, "expected [tokens fed, cached rows]");
+    t.calls.emplace_back(uint(file, c[i][0], f + "[0]", 1), uint(file, c[i][1], f + "[1]"));
+  }
+  const json& cs = m["call_of_step"];
+  if (!cs.is_array() || cs.size() != T) bad(file, "call_of_step", "expected " + std::to_string(T) + " call indices");
+  for (std::size_t i = 0; i < T; ++i) {
+    const std::size_t k = uint(file, cs[i], "call_of_step[" + std::to_string(i) + "]");
+    if (k >= t.calls.size() || (i > 0 && k <= t.call_of_step.back()))
+      bad(file, "call_of_step[" + std::to_string(i) + "]", "expected an index into calls, increasing");
+    t.call_of_step.push_back(k);
+  }
+}
+
 }  // namespace
 
-std::string Trace::profile() const { return short_dtype(dtype) + "-" + engine + "-" + attention; }
+std::string Trace::profile() const {
+  return short_dtype(dtype) + "-" + engine + "-" + attention + (scenario == "cache" ? "" : "+" + scenario);
+}
 
 std::string Trace::pair_key() const {
   std::string k = model_name + "|" + dtype + "|" + engine + "|" + engine_version + "|" + attention + "|" + strategy;
   if (strategy != "greedy")
     k += "|k" + std::to_string(top_k) + "|p" + json(top_p).dump() + "|t" + json(temperature).dump();
-  return k + "|s" + std::to_string(seed) + "|" + prompt_id;
+  return k + "|s" + std::to_string(seed) + "|" + prompt_id + (scenario == "cache" ? "" : "|" + scenario);
 }
 
 Trace read_trace(const fs::path& file) {
@@ -94,7 +151,8 @@ Trace read_trace(const fs::path& file) {
   Trace t;
   t.file = file;
   const std::string format = str(file, m, "", "format");
-  if (format != kTraceFormat) bad(file, "format", "'" + format + "', expected '" + kTraceFormat + "'");
+  if (format != kTraceFormat && format != kTraceFormat11)
+    bad(file, "format", "'" + format + "', expected '" + kTraceFormat + "' or '" + kTraceFormat11 + "'");
   const json& eng = member(file, m, "", "engine");
   if (!eng.is_object()) bad(file, "engine", "expected an object");
   t.engine = str(file, eng, "engine", "name");
@@ -139,6 +197,8 @@ Trace read_trace(const fs::path& file) {
       t.draws.push_back(u);
     }
   }
+  t.side_a = t.cache_on;
+  read_scenario(file, m, format == kTraceFormat11, t);
   const engine::TensorView* lg = st->find("logits");
   if (!lg) bad(file, "logits", "missing tensor");
   if (lg->shape.size() != 2 || lg->shape[0] != T || lg->shape[1] != t.vocab)
@@ -207,8 +267,17 @@ Trace read_trace(const fs::path& file) {
 }
 
 TracePair make_trace_pair(Trace on, Trace off) {
-  if (!on.cache_on) bad(on.file, "path", "cache_off, but given as --on (expected cache_on)");
-  if (off.cache_on) bad(off.file, "path", "cache_on, but given as --off (expected cache_off)");
+  if (on.scenario == "cache" && off.scenario == "cache") {
+    if (!on.cache_on) bad(on.file, "path", "cache_off, but given as --on (expected cache_on)");
+    if (off.cache_on) bad(off.file, "path", "cache_on, but given as --off (expected cache_off)");
+  }
+  if (on.scenario != off.scenario)
+    throw BadInput(on.file.string() + " and " + off.file.string() + " are not a pair: scenario " + on.scenario +
+                   " vs " + off.scenario);
+  if (!on.side_a) bad(on.file, "scenario.side", "reference, but given as --on (expected the scenario side)");
+  if (off.side_a) bad(off.file, "scenario.side", "scenario, but given as --off (expected the reference side)");
+  if (on.chunk != off.chunk || on.at_step != off.at_step || on.shared != off.shared)
+    bad(off.file, "scenario", "options differ from " + on.file.string() + "'s");
   if (on.pair_key() != off.pair_key())
     throw BadInput(on.file.string() + " and " + off.file.string() +
                    " are not a pair: they differ in model, dtype, engine, strategy or prompt_id (" + on.pair_key() +
@@ -238,19 +307,21 @@ std::vector<TracePair> read_trace_folder(const fs::path& dir) {
   for (const fs::path& f : files) {
     Trace t = read_trace(f);
     auto& slot = by_key[t.pair_key()];
-    (t.cache_on ? slot.first : slot.second).push_back(std::move(t));
+    (t.side_a ? slot.first : slot.second).push_back(std::move(t));
   }
   std::vector<TracePair> pairs;
   for (auto& [key, slot] : by_key) {
     auto& [ons, offs] = slot;
     for (auto* side : {&ons, &offs})
       if (side->size() > 1)
-        throw BadInput((*side)[1].file.string() + ": a second " + ((*side)[1].cache_on ? "cache_on" : "cache_off") +
-                       " trace for the pair of " + (*side)[0].file.string() + " (" + key + ")");
+        throw BadInput((*side)[1].file.string() + ": a second " + side_name((*side)[1]) + " trace for the pair of " +
+                       (*side)[0].file.string() + " (" + key + ")");
     if (ons.empty() || offs.empty()) {
       const Trace& lone = ons.empty() ? offs[0] : ons[0];
-      throw BadInput(lone.file.string() + ": no " + (ons.empty() ? "cache_on" : "cache_off") + " trace in " +
-                     dir.string() + " to pair it with (" + key + ")");
+      const std::string missing = lone.scenario == "cache" ? (ons.empty() ? "cache_on" : "cache_off")
+                                                           : (ons.empty() ? "scenario-side" : "reference-side");
+      throw BadInput(lone.file.string() + ": no " + missing + " trace in " + dir.string() + " to pair it with (" + key +
+                     ")");
     }
     pairs.push_back(make_trace_pair(std::move(ons[0]), std::move(offs[0])));
   }

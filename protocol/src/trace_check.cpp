@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kvconf/analysis/metrics.hpp"
@@ -23,6 +24,8 @@
 #include "kvconf/protocol/results_dir.hpp"
 #include "kvconf/protocol/result_store.hpp"
 #include "kvconf/conformance/model_rules.hpp"
+#include "kvconf/conformance/scenario_rules.hpp"
+#include "kvconf/engine/scenario.hpp"
 
 namespace kvconf::protocol {
 namespace fs = std::filesystem;
@@ -73,6 +76,68 @@ results::CheckResult prefill_bitwise(const TracePair& p) {
 
 engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
 
+results::CheckResult bitwise_rule(const std::string& rule, double diff, bool equal, std::string detail) {
+  results::CheckResult r;
+  r.rule = rule;
+  r.pass = equal;
+  r.error = equal ? 0.0 : std::max(diff, std::numeric_limits<double>::min());
+  r.bound = 0.0;
+  r.headroom = equal ? 1.0 : -std::numeric_limits<double>::infinity();
+  r.detail = std::move(detail);
+  return r;
+}
+
+// The largest |z_A − z_B| over steps [0, n) and whether tokens and logits are equal there.
+std::pair<double, bool> compare_steps(const TracePair& p, std::size_t n) {
+  double worst = 0.0;
+  bool equal = true;
+  for (std::size_t s = 0; s < n; ++s) {
+    if (s >= p.on.logits.size() || s >= p.off.logits.size()) return {std::numeric_limits<double>::infinity(), false};
+    worst = std::max(worst, analysis::max_abs_diff(p.on.logits[s], p.off.logits[s]));
+    equal = equal && p.on.logits[s] == p.off.logits[s] && p.on.generated_ids[s] == p.off.generated_ids[s];
+  }
+  return {worst, equal};
+}
+
+std::string calls_text(const std::vector<std::pair<std::size_t, std::size_t>>& v, std::size_t from) {
+  std::string s;
+  for (std::size_t i = from; i < v.size() && i < from + 3; ++i)
+    s += (s.empty() ? "" : " ") + std::string("{fed ") + std::to_string(v[i].first) + ", cached " +
+         std::to_string(v[i].second) + "}";
+  return s.empty() ? "none" : s;
+}
+
+// scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
+// cache-ON side recomputes, or whose reference side used a cache, fails it). Batch pairs are not judged (the calls of
+// a batched engine include the other sequences' rows).
+std::optional<results::CheckResult> path_rule(const TracePair& p) {
+  if (p.on.calls.empty() || p.off.calls.empty() || p.on.scenario == "batch") return std::nullopt;
+  const auto s = engine::parse_scenario(p.on.scenario);
+  engine::ScenarioOptions so;
+  so.chunk = p.on.chunk;
+  so.at_step = p.on.at_step;
+  const std::size_t T = std::min(p.on.generated_ids.size(), p.off.generated_ids.size());
+  const conformance::ExpectedCalls want = conformance::expected_calls(*s, so, p.on.prompt_ids.size(), p.on.shared, T);
+  for (const auto* side : {&p.on, &p.off}) {
+    const auto& exp = side == &p.on ? want.a : want.b;
+    const auto& have = side->calls;
+    for (std::size_t i = 0; i < std::max(have.size(), exp.size()); ++i) {
+      const bool same =
+          i < have.size() && i < exp.size() && have[i].first == exp[i].fed && have[i].second == exp[i].cached;
+      if (same) continue;
+      std::vector<std::pair<std::size_t, std::size_t>> e;
+      for (const auto& c : exp) e.emplace_back(c.fed, c.cached);
+      return bitwise_rule("scenario_path", 1.0, false,
+                          side->file.filename().string() + " (" + (side == &p.on ? "side A" : "side B") + " of " +
+                              p.on.scenario + ") call " + std::to_string(i) + ": " + calls_text(have, i) +
+                              " where the scenario makes " + calls_text(e, i));
+    }
+  }
+  return bitwise_rule("scenario_path", 0.0, true,
+                      p.on.scenario + ": " + std::to_string(p.on.calls.size()) + " + " +
+                          std::to_string(p.off.calls.size()) + " calls as the scenario makes them");
+}
+
 // The record's identity (model, profile, strategy, seed, prompt): what key() is made of.
 results::RunPairRecord record_of(const Trace& t) {
   results::RunPairRecord r;
@@ -86,14 +151,31 @@ results::RunPairRecord record_of(const Trace& t) {
 
 }  // namespace
 
-results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff) {
+results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff,
+                                        bool expect_bitwise) {
   const auto t0 = std::chrono::steady_clock::now();
   const analysis::PairedRun run = paired_run(p);
   results::RunPairRecord rec = record_of(p.on);
   rec.max_new_tokens = run.steps.size();
   rec.prompt_tokens = p.on.prompt_ids.size();
   rec.free = conformance::regime_record(run);
-  rec.rules.push_back(prefill_bitwise(p));
+  if (auto path = path_rule(p)) rec.rules.push_back(std::move(*path));
+  const std::string& sc = p.on.scenario;
+  if (sc == "cache") rec.rules.push_back(prefill_bitwise(p));
+  if (sc == "refill" || sc == "restore") {
+    const auto [w, eq] = compare_steps(p, p.on.at_step);
+    rec.rules.push_back(bitwise_rule("scenario_shared_steps_bitwise", w, eq,
+                                     sc + ": steps 0.." + std::to_string(p.on.at_step) +
+                                         " (before the event) are the same computation; max |dz| " +
+                                         std::to_string(w)));
+  }
+  if (sc == "restore" || expect_bitwise) {
+    const std::size_t T = std::max(p.on.logits.size(), p.off.logits.size());
+    const auto [w, eq] = compare_steps(p, T);
+    rec.rules.push_back(bitwise_rule("scenario_bitwise", w, eq,
+                                     sc + (expect_bitwise ? " (--expect-bitwise)" : " (bitwise for every engine)") +
+                                         ": " + std::to_string(T) + " steps; max |dz| " + std::to_string(w)));
+  }
   // The fp32 replay (cache OFF) of the prompt and the first s cache-OFF tokens, computed once per step and shared by
   // the flip rules (steps up to the flip) and the replay difference (every step).
   conformance::ReferenceLogits z_ref;
@@ -149,7 +231,8 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
                      " (same model, dtype, engine, attention, strategy, seed and prompt_id as another pair)");
   }
   ensure_out_dir(o.out);
-  const json options = {{"inputs", o.inputs}, {"model", o.model.string()}};
+  json options = {{"inputs", o.inputs}, {"model", o.model.string()}};
+  if (o.expect_bitwise) options["expect_bitwise"] = true;  // absent otherwise: older manifests still resume
   const fs::path mf = o.out / "manifest.json";
   std::error_code ec;
   if (o.resume && fs::exists(mf, ec)) {
@@ -173,7 +256,7 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
       ++res.resumed;
     } else {
       double diff = -1.0;
-      res.records.push_back(check_trace_pair(p, fp32.get(), &diff));
+      res.records.push_back(check_trace_pair(p, fp32.get(), &diff, o.expect_bitwise));
       res.replay_max_diff = std::max(res.replay_max_diff, diff);
       store.append(results::to_json(res.records.back()));
       ++res.ran;

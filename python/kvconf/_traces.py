@@ -32,13 +32,16 @@ def _num(v):
     return float(v)  # a number, or "inf", "-inf", "nan" (JSON has no infinities; records.hpp json_number)
 
 
-def check_traces(on, off, model=None, *, out=None, resume=False):
-    """Checks the pair (on: the cache-ON trace, off: the cache-OFF trace). model: the checkpoint for kvconf's fp32
-    replay (FlipsAreNearTies' reference), or None. out: the results folder (default: a new temporary one).
-    ValueError names the file and field of a bad trace."""
+def check_traces(on, off, model=None, *, out=None, resume=False, expect_bitwise=False):
+    """Checks the pair (on: the cache-ON trace or a scenario's "scenario" side, off: the cache-OFF trace or the
+    "reference" side; docs/SCENARIOS.md). model: the checkpoint for kvconf's fp32 replay (FlipsAreNearTies'
+    reference), or None. out: the results folder (default: a new temporary one). expect_bitwise: the engine claims
+    determinism, every step must be bitwise equal (`kvconf check --expect-bitwise`). ValueError names the file and
+    field of a bad trace."""
     for name, p in (("on", on), ("off", off)):
         if not os.path.isfile(os.fspath(p)):
             raise FileNotFoundError(f"{name}={os.fspath(p)!r}: no such trace file")
     out = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="kvconf-check-")
-    recs = _core.check_traces(os.fspath(on), os.fspath(off), os.fspath(model) if model else "", out, bool(resume))
+    recs = _core.check_traces(os.fspath(on), os.fspath(off), os.fspath(model) if model else "", out, bool(resume),
+                              bool(expect_bitwise))
     return TraceCheck([json.loads(r) for r in recs], out)

@@ -65,6 +65,11 @@ inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(KVCONF_HF_TRACES_DIR);
   const fs::path dir = root / r.id();
+  // Traces written by an older adapter (the script changed since) are written again.
+  std::error_code age;
+  const fs::path script = fs::path(KVCONF_SOURCE_DIR) / "adapters/hf/kvconf_hf_trace.py";
+  if (fs::is_directory(dir) && fs::last_write_time(dir, age) < fs::last_write_time(script, age))
+    fs::remove_all(dir, age);
   if (fs::is_directory(dir)) return dir;
   fs::create_directories(root);
   const bool stories = r.fixture == "stories260K";

@@ -1,6 +1,7 @@
-// kvconf.trace/1 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), read from a
-// .safetensors file whose metadata key "kvconf.trace" holds the JSON description; and the pairing of ON/OFF traces.
-// Every defect is BadInput naming the file and the field.
+// kvconf.trace/1 and /1.1 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one side of
+// a scenario (1.1: prefix, chunked, refill, restore, batch; docs/SCENARIOS.md), read from a .safetensors file whose
+// metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every defect is BadInput naming
+// the file and the field.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 namespace kvconf::protocol {
 
 inline constexpr const char* kTraceFormat = "kvconf.trace/1";
+inline constexpr const char* kTraceFormat11 = "kvconf.trace/1.1";  // adds scenario and calls; 1 is still read
 
 struct Trace {
   std::filesystem::path file;
@@ -33,10 +35,20 @@ struct Trace {
   std::vector<std::vector<std::vector<float>>> hidden;  // (T, L + 1, H) when the trace has hidden_states, else empty
   std::size_t kv_rows = 0, kv_dim = 0;                  // N and D_kv of k_rows / v_rows (L, N, D_kv); 0 when absent
   std::vector<float> k_rows, v_rows;                    // (L, N, D_kv) flattened, cache_on traces only
+  // 1.1: the scenario this trace is one side of ("cache" for 1 and when absent); side A is the scenario's execution
+  // (for "cache": the cache_on path), side B the plain one it must agree with; the scenario's options (0: not given).
+  std::string scenario = "cache";
+  bool side_a = false;
+  std::size_t chunk = 0, at_step = 0, shared = 0;
+  // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over}, and for
+  // each generated token the index of the call whose logits chose it.
+  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  std::vector<std::size_t> call_of_step;
 
-  // "<fp32|fp16|bf16>-<engine>-<attention>": the profile name the reports group this engine configuration under.
+  // "<fp32|fp16|bf16>-<engine>-<attention>" ("+<scenario>" for a scenario other than cache): the profile name the
+  // reports group this engine configuration under.
   std::string profile() const;
-  // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id.
+  // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id, scenario.
   std::string pair_key() const;
 };
 
@@ -44,11 +56,11 @@ struct Trace {
 Trace read_trace(const std::filesystem::path& file);
 
 struct TracePair {
-  Trace on, off;
+  Trace on, off;  // side A (cache_on, or the scenario side) and side B (cache_off, or the reference side)
 };
 
-// Two traces given as --on and --off: `on` must be cache_on, `off` cache_off, and they must agree on everything
-// pair_key() names and on the prompt ids (and on the draws when both carry them).
+// Two traces given as --on and --off: `on` must be side A (cache_on, or a scenario's "scenario" side), `off` side B,
+// and they must agree on everything pair_key() names and on the prompt ids (and on the draws when both carry them).
 TracePair make_trace_pair(Trace on, Trace off);
 // Every .safetensors file in a folder (not recursive), paired by pair_key(); a trace without a partner, or two
 // traces for the same path of a pair, is BadInput. Pairs in the order of their keys.

@@ -21,6 +21,9 @@ struct TraceCheckOptions {
   std::filesystem::path out;    // OUT/pairs.jsonl, OUT/manifest.json
   bool resume = false;
   std::vector<std::string> inputs;  // the trace files or folder, for the manifest
+  // --expect-bitwise: for engines that claim determinism (vLLM's batch-invariant mode, SGLang's deterministic mode):
+  // every pair's logits and tokens must be equal bit for bit (rule scenario_bitwise), whatever its scenario.
+  bool expect_bitwise = false;
 };
 
 struct TraceCheckResult {
@@ -30,8 +33,11 @@ struct TraceCheckResult {
 };
 
 // One pair's record. `fp32` (may be null): the model in fp32 storage for the replay; its vocabulary must be the
-// traces'. The record's rules: prefill_logits_bitwise, then flip_rules (conformance/model_cases.hpp).
-results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff = nullptr);
+// traces'. The record's rules (docs/TRACES.md, docs/SCENARIOS.md): scenario_path when both traces carry their calls;
+// prefill_logits_bitwise (cache); scenario_shared_steps_bitwise (refill, restore); scenario_bitwise (restore, and
+// every pair with expect_bitwise); then flip_rules (conformance/model_cases.hpp).
+results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff = nullptr,
+                                        bool expect_bitwise = false);
 
 // Checks every pair (BadInput for a model that does not fit the traces, an --out that cannot be written, a resume
 // that does not match), appending records to OUT/pairs.jsonl; pairs already there with --resume are not redone.
