@@ -1,4 +1,5 @@
-# Hugging Face transformers adapter: runs a local checkpoint folder cache ON and cache OFF and writes kvconf.trace/1 files.
+# Hugging Face transformers adapter: runs a local checkpoint folder cache ON and OFF, or both sides of a scenario (prefix,
+# chunked, refill, restore: hf_scenarios.py), and writes kvconf.trace/1.1 files.
 """Write kvconf.trace/1 traces (docs/TRACES.md) from a local Hugging Face checkpoint run through transformers.
 
 For each prompt and each path it writes one .safetensors file:
@@ -34,6 +35,8 @@ import tempfile
 from typing import Any, Sequence
 
 import numpy as np
+
+from hf_scenarios import SCENARIOS, run_side
 
 FORMAT = "kvconf.trace/1.1"  # 1.1: the scenario and the calls each forward made (docs/TRACES.md)
 METADATA_KEY = "kvconf.trace"
@@ -387,8 +390,9 @@ def model_metadata(model, model_dir: str) -> dict:
 
 
 def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: str, path: str, sampler: Sampler,
-                   prompt_id: str, prompt_ids: Sequence[int], run: dict) -> dict:
-    """The kvconf.trace/1.1 metadata document (docs/TRACES.md), fields in the spec's order."""
+                   prompt_id: str, prompt_ids: Sequence[int], run: dict, scenario: dict | None = None) -> dict:
+    """The kvconf.trace/1.1 metadata document (docs/TRACES.md), fields in the spec's order. scenario: {"name", "side",
+    options} for a scenario other than cache (docs/SCENARIOS.md)."""
     return {
         "format": FORMAT,
         "engine": {"name": "transformers", "version": engine_version, "attention": attention},
@@ -400,9 +404,10 @@ def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: s
         "prompt_ids": [int(t) for t in prompt_ids],
         "generated_ids": [int(t) for t in run["generated_ids"]],
         "draws": [float(u) for u in run["draws"]],
-        "scenario": {"name": "cache"},
+        "scenario": scenario or {"name": "cache"},
         "calls": run["calls"],
-        "call_of_step": list(range(len(run["calls"]))),  # one forward per generated token
+        # cache ON and OFF: one forward per generated token; a scenario's run says which forward chose which token
+        "call_of_step": run.get("call_of_step", list(range(len(run["calls"])))),
     }
 
 
@@ -498,11 +503,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, help="seed of the draws step_draw(seed, t) (default 0)")
     p.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=16)
     p.add_argument("--hidden", action="store_true", help="also store hidden_states (T, L+1, H)")
-    p.add_argument("--paths", type=_paths, default=["on", "off"], help="on,off (default both)")
+    p.add_argument("--paths", type=_paths, default=["on", "off"], help="on,off (default both; the cache scenario)")
+    p.add_argument("--scenario", choices=("cache",) + SCENARIOS, default="cache",
+                   help="cache (cache ON and OFF, --paths) or one of docs/SCENARIOS.md's: both sides, written as "
+                        "<...>.<scenario>.scenario and <...>.<scenario>.reference traces (kvconf.trace/1.1)")
+    p.add_argument("--chunk", type=_positive_int("--chunk"), default=4, help="chunked: tokens per chunk (default 4)")
+    p.add_argument("--at-step", type=_positive_int("--at-step"), default=3,
+                   help="refill, restore: the event follows this step's token (default 3)")
     p.add_argument("--threads", type=_positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
     p.add_argument("--out", help="output folder (created if missing)")
     p.add_argument("--self-test", action="store_true", help="check step_draw and the sampler, then exit")
     return p
+
+
+def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampler, vocab: int, version: str) -> int:
+    """Both sides of args.scenario for the first args.n prompts (prefix: the prompt's first half shared with a donor
+    made of that half and the next prompt's tokens, as kvconf's engine does)."""
+    if args.scenario in ("refill", "restore") and not 1 <= args.at_step < args.max_new_tokens - 1:
+        raise InputError(f"command line: --at-step must be in [1, {args.max_new_tokens - 2}] for {args.scenario}")
+    if args.scenario == "prefix" and len(prompts) < 2:
+        raise InputError(f"{args.prompts}: the prefix scenario needs a second prompt for the donor request")
+    for i, p in enumerate(prompts[:args.n]):
+        ids = [int(t) for t in p["ids"]]
+        shared = max(1, len(ids) // 2)
+        other = prompts[(i + 1) % len(prompts)]["ids"]
+        donor = ids[:shared] + [int(t) for t in other[1:]]
+        opts = {"prefix": {"shared": shared}, "chunked": {"chunk": args.chunk},
+                "refill": {"at_step": args.at_step}, "restore": {"at_step": args.at_step}}[args.scenario]
+        for side in ("scenario", "reference"):
+            run = run_side(model, ids, args.scenario, side, sampler, args.max_new_tokens, chunk=args.chunk,
+                           at_step=args.at_step, shared=shared, donor=donor)
+            meta = trace_metadata(engine_version=version, attention=args.attention, model=mmeta, dtype=args.dtype,
+                                  path="cache_on", sampler=sampler, prompt_id=p["id"], prompt_ids=ids, run=run,
+                                  scenario={"name": args.scenario, "side": side, **opts})
+            out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention, args.strategy,
+                                                             args.seed, f"{args.scenario}.{side}"))
+            write_trace(out_path, meta, {"logits": run["logits"]})
+            print(f"{out_path}: {args.scenario} {side} T={len(run['generated_ids'])} calls {run['calls'][:2]}... "
+                  f"tokens {run['generated_ids']}", flush=True)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -534,6 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         mmeta = model_metadata(model, args.model)
         if mmeta["vocab_size"] != vocab:
             raise InputError(f"{args.model}: vocab_size {vocab} in config.json but {mmeta['vocab_size']} loaded")
+        if args.scenario != "cache":
+            return write_scenario(args, model, mmeta, prompts, sampler, vocab, transformers.__version__)
         for p in prompts[:args.n]:
             for on_off in args.paths:
                 path = PATHS[on_off]

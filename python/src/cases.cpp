@@ -39,6 +39,14 @@ std::vector<C> pick(Set s, std::vector<C> quick, std::vector<C> table) {
   return v;
 }
 
+// m.<name>(set="quick"): the sweep's quick shapes, or the suites' table (default: its fast cases; full: all).
+template <class C>
+void def_cases(nb::module_& m, const char* name, std::vector<C> (*quick)(bool), std::vector<C> (*table)()) {
+  m.def(
+      name, [quick, table](const std::string& set) { return pick(set_arg(set), quick(true), table()); },
+      nb::arg("set") = "quick");
+}
+
 std::string call_repr(const AttentionCall& c) {
   const auto& s = c.shape;
   const auto& p = c.params;
@@ -120,34 +128,10 @@ void bind_cases(nb::module_& m) {
       .def_ro("slow", &NormCase::slow)
       .def("__repr__", [](const NormCase& c) { return "NormCase('" + c.id() + "')"; });
 
-  m.def(
-      "attention_cases",
-      [](const std::string& set) {
-        const Set s = set_arg(set);
-        return pick(s, conformance::sweep_attention_cases(true), conformance::attention_cases());
-      },
-      nb::arg("set") = "quick");
-  m.def(
-      "gemm_cases",
-      [](const std::string& set) {
-        const Set s = set_arg(set);
-        return pick(s, conformance::sweep_gemm_cases(true), conformance::gemm_cases());
-      },
-      nb::arg("set") = "quick");
-  m.def(
-      "projection_cases",
-      [](const std::string& set) {
-        const Set s = set_arg(set);
-        return pick(s, conformance::sweep_projection_cases(true), conformance::projection_cases());
-      },
-      nb::arg("set") = "quick");
-  m.def(
-      "norm_cases",
-      [](const std::string& set) {
-        const Set s = set_arg(set);
-        return pick(s, conformance::sweep_norm_cases(true), conformance::norm_cases());
-      },
-      nb::arg("set") = "quick");
+  def_cases(m, "attention_cases", &conformance::sweep_attention_cases, &conformance::attention_cases);
+  def_cases(m, "gemm_cases", &conformance::sweep_gemm_cases, &conformance::gemm_cases);
+  def_cases(m, "projection_cases", &conformance::sweep_projection_cases, &conformance::projection_cases);
+  def_cases(m, "norm_cases", &conformance::sweep_norm_cases, &conformance::norm_cases);
 }
 
 }  // namespace kvconf::python

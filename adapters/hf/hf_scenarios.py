@@ -1,0 +1,89 @@
+# The scenarios of docs/SCENARIOS.md through transformers: prefix, chunked, refill, restore (and the plain reference).
+"""Each side of a scenario as transformers runs it, with a DynamicCache passed between forwards:
+
+* prefix  -- another request's prompt (`donor`, sharing the first `shared` tokens) prefilled, its cache cropped to
+             `shared` rows (DynamicCache.crop), the rest of this prompt prefilled over it;
+* chunked -- the prompt prefilled in chunks of `chunk` tokens, each over the cache filled so far;
+* refill  -- after step `at_step` the cache is dropped and everything but the newest token prefilled again (a
+             preempted request recomputed), which the next step decodes;
+* restore -- after step `at_step` the cache is deep-copied (saved and restored) and generation goes on with the copy;
+* reference -- the plain cache-ON run every scenario is compared with.
+
+Every forward is recorded as [tokens fed, rows the cache it was given holds] (cache.get_seq_length(), as transformers
+reports it), and each step's token comes from kvconf's sampler with the shared draw step_draw(seed, t), as in
+kvconf_hf_trace.run_path. batch (a left-padded batch) is not written yet.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+SCENARIOS = ("prefix", "chunked", "refill", "restore")
+
+
+def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
+             at_step: int = 3, shared: int = 0, donor: Sequence[int] = ()) -> dict:
+    """One side ("scenario" or "reference") of `scenario`: {"generated_ids", "draws", "logits" (T, V), "calls",
+    "call_of_step"}. ValueError for options the scenario cannot use."""
+    import torch
+
+    import kvconf_hf_trace as hf
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)} (got {scenario!r})")
+    if side not in ("scenario", "reference"):
+        raise ValueError(f"side must be scenario or reference (got {side!r})")
+    seq = [int(t) for t in prompt_ids]
+    n = len(seq)
+    if scenario == "chunked" and chunk < 1:
+        raise ValueError("chunk must be >= 1")
+    if scenario in ("refill", "restore") and not 1 <= at_step < steps - 1:
+        raise ValueError(f"at_step must be in [1, {steps - 2}] (got {at_step})")
+    if scenario == "prefix" and (not 1 <= shared < n or list(donor[:shared]) != seq[:shared]):
+        raise ValueError(f"the donor must share the prompt's first {shared} tokens, 1 <= shared < {n}")
+    extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
+    calls, call_of_step, rows, generated, draws = [], [], [], [], []
+
+    def forward(ids, cache, record=True):
+        cached = int(cache.get_seq_length()) if cache is not None else 0
+        out = model(input_ids=torch.tensor([list(ids)], dtype=torch.long), past_key_values=cache, use_cache=True,
+                    **extra)
+        grown = int(out.past_key_values.get_seq_length())
+        if grown != cached + len(ids):  # the cache did not grow by what was fed
+            raise RuntimeError(f"the cache holds {grown} rows after a forward of {len(ids)} tokens over {cached}")
+        if record:
+            calls.append([len(ids), cached])
+        return out
+
+    with torch.inference_mode():
+        # The prompt.
+        if side == "reference" or scenario in ("refill", "restore"):
+            out = forward(seq, None)
+        elif scenario == "chunked":
+            out, cache = None, None
+            for b in range(0, n, chunk):
+                out = forward(seq[b:b + chunk], cache)
+                cache = out.past_key_values
+        else:  # prefix: the donor request's prefill is another request's forward, not one of this run's calls
+            donor_out = forward(list(donor), None, record=False)
+            cache = donor_out.past_key_values
+            cache.crop(shared - len(donor))  # transformers 5: a negative count of rows to drop
+            out = forward(seq[shared:], cache)
+        cache = out.past_key_values
+        for t in range(steps):
+            if t > 0:
+                out = forward([seq[-1]], cache)
+                cache = out.past_key_values
+            row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
+            u = hf.step_draw(sampler.seed, t)
+            tok = hf.sample(row, sampler, u)
+            rows.append(row)
+            call_of_step.append(len(calls) - 1)
+            generated.append(tok)
+            draws.append(u)
+            seq.append(tok)
+            if side == "scenario" and t + 1 == at_step and scenario == "refill":
+                cache = forward(seq[:-1], None).past_key_values  # preempted: rebuilt by one prefill
+            if side == "scenario" and t + 1 == at_step and scenario == "restore":
+                cache = copy.deepcopy(cache)  # saved and restored
+    return {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
+            "call_of_step": call_of_step}
