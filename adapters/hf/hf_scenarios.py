@@ -66,7 +66,11 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
         else:  # prefix: the donor request's prefill is another request's forward, not one of this run's calls
             donor_out = forward(list(donor), None, record=False)
             cache = donor_out.past_key_values
-            cache.crop(shared - len(donor))  # transformers 5: a negative count of rows to drop
+            try:
+                cache.crop(shared - len(donor))  # transformers 5: a negative count of rows to drop
+            except RuntimeError as e:  # a sliding-window layer already past its window keeps no rows to roll back
+                raise ValueError(f"prefix: transformers cannot take the first {shared} rows of this model's cache "
+                                 f"(DynamicCache.crop: {str(e).splitlines()[0]})") from None
             out = forward(seq[shared:], cache)
         cache = out.past_key_values
         for t in range(steps):

@@ -531,8 +531,11 @@ def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampl
         opts = {"prefix": {"shared": shared}, "chunked": {"chunk": args.chunk},
                 "refill": {"at_step": args.at_step}, "restore": {"at_step": args.at_step}}[args.scenario]
         for side in ("scenario", "reference"):
-            run = run_side(model, ids, args.scenario, side, sampler, args.max_new_tokens, chunk=args.chunk,
-                           at_step=args.at_step, shared=shared, donor=donor)
+            try:
+                run = run_side(model, ids, args.scenario, side, sampler, args.max_new_tokens, chunk=args.chunk,
+                               at_step=args.at_step, shared=shared, donor=donor)
+            except ValueError as e:  # a scenario this model or transformers cannot express: say so, exit 2
+                raise InputError(f"{args.model}: {e}") from None
             meta = trace_metadata(engine_version=version, attention=args.attention, model=mmeta, dtype=args.dtype,
                                   path="cache_on", sampler=sampler, prompt_id=p["id"], prompt_ids=ids, run=run,
                                   scenario={"name": args.scenario, "side": side, **opts})
