@@ -212,4 +212,47 @@ OnOffDiff measure_projection_on_off(const kernels::GemmKernel& kern, const Proje
   return {cmp.count, cmp.differ, cmp.max_ulp, cmp.max_diff, cmp.max_rel(), r.paths};
 }
 
+CheckResults check_gemm_batch_invariance(const kernels::GemmKernel& kern, const GemmCase& c, std::uint64_t seed) {
+  const bool bitwise = kern.info.cache_invariant;
+  const std::string rule = bitwise ? "batch_bitwise" : "batch_bound";
+  const std::size_t m = c.shape.m, n = c.shape.n, k = c.shape.k;
+  const kernels::GemmShape batch{m, n, k}, alone{1, n, k};
+  for (const auto* s : {&batch, &alone})
+    if (auto why = kern.supports(*s)) return {detail::unsupported_result(rule, *why, seed)};
+  const GemmInputs in = gemm_inputs(kern.info.in, m, n, k, c.data, seed);
+  std::vector<float> in_batch(m * n), by_itself(m * n);  // (m, n): every row inside the M-row call, and alone
+  kern.run(batch, in.x, in.w, in_batch);
+  for (std::size_t r = 0; r < m; ++r)
+    kern.run(alone, std::span<const float>(in.x).subspan(r * k, k), in.w,
+             std::span<float>(by_itself).subspan(r * n, n));
+  detail::Comparison cmp;
+  cmp.out = kern.info.out;
+  cmp.bitwise = bitwise;
+  std::vector<double> sums;
+  ref::ErrorTerms t_batch, t_alone;
+  if (!bitwise) {
+    sums = abs_sums_up(in, m, n, k);
+    const double mx = max_abs(in.x, in.w);
+    const kernels::GemmPath pb = kern.path(batch), pa = kern.path(alone);
+    t_batch = detail::reduction_terms(pb.spec, pb.order, k, mx);
+    t_alone = detail::reduction_terms(pa.spec, pa.order, k, mx);
+  }
+  for (std::size_t i = 0; i < m * n; ++i)
+    cmp.add(by_itself[i], in_batch[i], 0, i, bitwise ? 0.0 : t_alone.at(sums[i]) + t_batch.at(sums[i]));
+  const std::string head = "paths batch(M=" + std::to_string(m) + ")=" + kern.path(batch).name +
+                           " alone(M=1)=" + kern.path(alone).name + " " + cmp.stats();
+  const std::string tail = " seed=" + std::to_string(seed) + " case=" + c.id() + " kernel=" + kern.info.name;
+  if (bitwise) {
+    const std::size_t d = cmp.diff_index;
+    return {detail::bitwise_result(rule, cmp.bitwise_error(), seed,
+                                   head + " max diff at (row,feature)=" + where(d, n) + " alone=" + num(by_itself[d]) +
+                                       " in batch=" + num(in_batch[d]) + tail)};
+  }
+  const std::size_t w = cmp.where[cmp.worst.index].second;
+  return {detail::bound_result(rule, cmp.worst.error, cmp.worst.bound, seed,
+                               head + " worst (row,feature)=" + where(w, n) + " alone=" + num(by_itself[w]) +
+                                   " in batch=" + num(in_batch[w]) +
+                                   " elements_over_bound=" + std::to_string(cmp.worst.failed) + tail)};
+}
+
 }  // namespace kvconf::conformance

@@ -1,6 +1,7 @@
 // Cpu/GemmConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every GEMM kernel of
-// the registry on every GEMM case; Cpu/GemmConformanceSeeds.SlowManySeeds: the same over 20 seeds per case.
-// Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
+// the registry on every GEMM case; Cpu/GemmConformance.BatchInvariant: each row of the case's M-row call vs alone;
+// Cpu/GemmConformanceSeeds.SlowManySeeds: the same over 20 seeds per case. Built with KVCONF_SUITE_GPU: the same over
+// the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -14,6 +15,17 @@ TEST_P(GemmConformance, MatchesOracle) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
   const auto r = check_gemm_matches_oracle(*k, c, seed_for("gemm_oracle", c.id()));
+  record(r);
+  expect_pass(r);
+}
+
+// A row inside an M-row call vs alone: bitwise for kernels claiming invariance, bounded otherwise (M = 1 cases have
+// nothing to compare and skip).
+TEST_P(GemmConformance, BatchInvariant) {
+  const auto& [k, c] = GetParam();
+  if (c.shape.m < 2) GTEST_SKIP() << "M = 1: no batch to compare with";
+  if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
+  const auto r = check_gemm_batch_invariance(*k, c, seed_for("gemm_batch", c.id()));
   record(r);
   expect_pass(r);
 }

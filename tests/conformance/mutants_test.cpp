@@ -284,3 +284,28 @@ INSTANTIATE_TEST_SUITE_P(Base, MutantBasePasses, ::testing::ValuesIn(kernels::mu
 
 }  // namespace
 }  // namespace kvconf::conformance
+
+namespace kvconf::conformance {
+namespace {
+
+// Batch invariance (GemmConformance.BatchInvariant): the mutant whose M = 1 path splits K while it claims invariance
+// changes a row's bits between an 8-row call and the row alone, and batch_bitwise says so; its base (one sequential
+// order for every M) passes batch_bitwise when it makes the same claim, and batch_bound when it does not.
+TEST(MutantBatchInvariance, M1SplitKClaimingInvarianceIsCaught) {
+  const GemmCase c = gemm_case(8, 64, 4096, Data::normal);
+  const GemmKernel* bad = mutant_registry().find_gemm("mutant.gemm.m1_splitk_claims_invariant");
+  ASSERT_NE(bad, nullptr);
+  const CheckResults r = check_gemm_batch_invariance(*bad, c, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rule, "batch_bitwise");
+  EXPECT_FALSE(r[0].pass) << describe(r);
+  GemmKernel base = *mutant_registry().find_gemm("mutant.base.gemm.seq32");
+  EXPECT_TRUE(all_pass(check_gemm_batch_invariance(base, c, 1))) << base.info.name;
+  base.info.cache_invariant = true;  // the same order for every M: the claim holds bit for bit
+  const CheckResults ok = check_gemm_batch_invariance(base, c, 1);
+  EXPECT_EQ(ok[0].rule, "batch_bitwise");
+  EXPECT_TRUE(all_pass(ok)) << describe(ok);
+}
+
+}  // namespace
+}  // namespace kvconf::conformance

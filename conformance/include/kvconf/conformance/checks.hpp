@@ -34,6 +34,11 @@ CheckResults check_attention_matches_oracle(const kernels::AttentionKernel& k, c
 // of their bounds; bitwise equal when the kernel claims cache_invariant.
 CheckResults check_projection_cache_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);
 
+// Batch invariance for GEMMs (docs/SCENARIOS.md "batch"): every row of an M-row call (M = the case's m) against the
+// same row computed alone (M = 1), as a sequence decoded inside a batch vs alone: bitwise when the kernel claims
+// cache_invariant (its result does not depend on M), else within the sum of both paths' bounds (batch_bound).
+CheckResults check_gemm_batch_invariance(const kernels::GemmKernel& k, const GemmCase& c, std::uint64_t seed);
+
 // Rule 2 for attention: decode (n_q = 1 over the cache) vs the last row of a full prefill; within the sum
 // of bounds, bitwise when cache_invariant.
 CheckResults check_attention_cache_on_off(const kernels::AttentionKernel& k, const AttentionCase& c,
