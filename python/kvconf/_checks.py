@@ -108,7 +108,8 @@ def check_attention(kernel, case, *, rules=None, seed=None):
 
 
 def check_gemm(kernel, case, *, seed=None):
-    """oracle_bound and two_sided of one GEMM case (y = x·wᵀ)."""
+    """oracle_bound and two_sided of one GEMM case (y = x·wᵀ), and for M >= 2 batch_bound (batch_bitwise for a
+    kernel claiming cache_invariant): every row of the M-row call against the same row computed alone."""
     _expect(kernel, GemmKernel, "check_gemm")
     seed = _seed(seed)
     return _run(kernel, case, case.shape, lambda: _core.check_gemm(kernel._core, case, seed),

@@ -81,7 +81,10 @@ void bind_checks(nb::module_& m) {
   m.def(
       "check_gemm",
       [](const kernels::GemmKernel& k, const conformance::GemmCase& c, const std::optional<std::uint64_t>& seed) {
-        return conformance::check_gemm_matches_oracle(k, c, seed_of(seed, "gemm_oracle", c.id()));
+        CheckResults r = conformance::check_gemm_matches_oracle(k, c, seed_of(seed, "gemm_oracle", c.id()));
+        // GemmConformance.BatchInvariant: every row of the M-row call vs alone, when there is a batch (M >= 2).
+        if (c.shape.m >= 2) add(r, conformance::check_gemm_batch_invariance(k, c, seed_of(seed, "gemm_batch", c.id())));
+        return r;
       },
       nb::arg("kernel"), nb::arg("case"), nb::arg("seed").none());
   m.def(
