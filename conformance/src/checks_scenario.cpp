@@ -15,12 +15,6 @@ namespace {
 using engine::CallRecord;
 using engine::Scenario;
 
-std::size_t common_prefix(const std::vector<int>& a, const std::vector<int>& b) {
-  std::size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
   std::string s;
   for (std::size_t i = from; i < v.size() && i < from + 4; ++i)
@@ -30,19 +24,74 @@ std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
 }
 
 // The first call where `have` and `want` differ, as text; empty when they agree.
-std::string first_difference(const char* side, const std::vector<CallRecord>& have,
+std::string first_difference(const std::string& side, const std::vector<CallRecord>& have,
                              const std::vector<CallRecord>& want) {
   for (std::size_t i = 0; i < std::max(have.size(), want.size()); ++i) {
     const bool same =
         i < have.size() && i < want.size() && have[i].fed == want[i].fed && have[i].cached == want[i].cached;
     if (!same)
-      return std::string(side) + " call " + std::to_string(i) + ": " + calls_text(have, i) + " where the scenario " +
-             "makes " + calls_text(want, i);
+      return side + " call " + std::to_string(i) + ": " + calls_text(have, i) + " where the scenario makes " +
+             calls_text(want, i);
   }
   return {};
 }
 
+// The largest |z_A − z_B| over steps [0, n), where, and whether tokens and logits are equal there (a step either side
+// lacks, or logits of different lengths, count as +inf and unequal).
+struct StepsCompared {
+  double worst = 0.0;
+  std::size_t at = 0;
+  bool equal = true;
+};
+StepsCompared compare_steps(const analysis::PairedRun& run, std::size_t n) {
+  StepsCompared c;
+  for (std::size_t t = 0; t < n; ++t) {
+    const bool have = t < run.logits_on.size() && t < run.logits_off.size() && t < run.tokens_on.size() &&
+                      t < run.tokens_off.size() && run.logits_on[t].size() == run.logits_off[t].size();
+    const double d =
+        have ? analysis::max_abs_diff(run.logits_on[t], run.logits_off[t]) : std::numeric_limits<double>::infinity();
+    if (d > c.worst) c.worst = d, c.at = t;
+    c.equal = c.equal && have && run.logits_on[t] == run.logits_off[t] && run.tokens_on[t] == run.tokens_off[t];
+  }
+  return c;
+}
+
 }  // namespace
+
+CheckResult scenario_path_rule(const std::string& scenario, const std::string& label_a,
+                               const std::vector<CallRecord>& a, const std::string& label_b,
+                               const std::vector<CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed) {
+  std::string diff = first_difference(label_a, a, want.a);
+  if (diff.empty()) diff = first_difference(label_b, b, want.b);
+  return detail::bitwise_result("scenario_path", diff.empty() ? 0.0 : 1.0, seed,
+                                diff.empty()
+                                    ? scenario + ": " + std::to_string(a.size()) + " + " + std::to_string(b.size()) +
+                                          " calls as the scenario makes them; side A starts " + calls_text(a, 0)
+                                    : diff);
+}
+
+CheckResults scenario_bitwise_rules(Scenario s, std::size_t at_step, const std::string& bitwise_why,
+                                    const analysis::PairedRun& run, std::uint64_t seed) {
+  const std::string name = engine::scenario_name(s);
+  CheckResults r;
+  if (s == Scenario::refill || s == Scenario::restore) {
+    const StepsCompared c = compare_steps(run, at_step);
+    r.push_back(detail::bitwise_result("scenario_shared_steps_bitwise", c.equal ? 0.0 : std::max(c.worst, 1e-300), seed,
+                                       name + ": steps 0.." + std::to_string(at_step) +
+                                           " (before the event) are the same computation; max |dz| " +
+                                           detail::num(c.worst)));
+  }
+  if (s == Scenario::restore || !bitwise_why.empty()) {
+    const std::size_t T = std::max(run.tokens_on.size(), run.tokens_off.size());
+    const StepsCompared c = compare_steps(run, T);
+    r.push_back(detail::bitwise_result(
+        "scenario_bitwise", c.equal ? 0.0 : std::max(c.worst, 1e-300), seed,
+        name + " (" + (bitwise_why.empty() ? std::string("bitwise for every engine") : bitwise_why) +
+            "): " + std::to_string(T) + " steps; max |dz| " + detail::num(c.worst) + " at step " +
+            std::to_string(c.at) + (run.flip ? "; tokens differ from step " + std::to_string(*run.flip) : "")));
+  }
+  return r;
+}
 
 ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std::size_t n, std::size_t shared,
                              std::size_t steps) {
@@ -94,54 +143,20 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
   const std::string name = engine::scenario_name(s);
   CheckResults r;
 
-  const std::size_t shared =
-      s == Scenario::prefix ? std::min(so.shared != 0 ? so.shared : common_prefix(prompt, so.donor), prompt.size() - 1)
-                            : 0;
+  const std::size_t shared = s == Scenario::prefix ? engine::prefix_shared(prompt, so) : 0;
   const ExpectedCalls want = expected_calls(s, so, prompt.size(), shared, a.gen.tokens.size());
-  std::string diff = first_difference("side A", a.calls, want.a);
-  if (diff.empty()) diff = first_difference("side B", b.calls, want.b);
-  r.push_back(detail::bitwise_result(
-      "scenario_path", diff.empty() ? 0.0 : 1.0, seed,
-      name + ": " +
-          (diff.empty() ? std::to_string(a.calls.size()) + " + " + std::to_string(b.calls.size()) +
-                              " calls as the scenario makes them; side A starts " + calls_text(a.calls, 0)
-                        : diff)));
+  r.push_back(scenario_path_rule(name, name + ": side A", a.calls, name + ": side B", b.calls, want, seed));
 
   analysis::PairOptions po = o;
   po.keep_logits = true;
   const analysis::PairedRun run = analysis::pair_of(analysis::Regime::free_running, prompt, a.gen, b.gen, po);
-  // The largest |z_A − z_B| over steps [from, to) and where (+inf for logits of different lengths).
-  auto worst_over = [&](std::size_t from, std::size_t to, std::size_t* at) {
-    double w = 0.0;
-    *at = from;
-    for (std::size_t t = from; t < to && t < run.logits_on.size() && t < run.logits_off.size(); ++t) {
-      const double d = run.logits_on[t].size() == run.logits_off[t].size()
-                           ? analysis::max_abs_diff(run.logits_on[t], run.logits_off[t])
-                           : std::numeric_limits<double>::infinity();
-      if (d > w) w = d, *at = t;
-    }
-    return w;
-  };
-  const std::size_t T = std::min(run.logits_on.size(), run.logits_off.size());
-  if (s == Scenario::refill || s == Scenario::restore) {
-    std::size_t at = 0;
-    const std::size_t upto = std::min(so.at_step, T);
-    const double w = worst_over(0, upto, &at);
-    r.push_back(detail::bitwise_result("scenario_shared_steps_bitwise", w, seed,
-                                       name + ": steps 0.." + std::to_string(upto) +
-                                           " (before the event) are the same computation; max |dz| " + detail::num(w)));
-  }
-  if (s == Scenario::restore || ctx.kernels().profile.cache_invariant) {
-    std::size_t at = 0;
-    const double w = worst_over(0, T, &at);
-    const bool same = w == 0.0 && run.tokens_on == run.tokens_off && T == run.steps.size();
-    r.push_back(detail::bitwise_result(
-        "scenario_bitwise", same ? 0.0 : std::max(w, 1e-300), seed,
-        name +
-            (s == Scenario::restore ? " (bitwise for every engine)"
-                                    : " under " + ctx.kernels().profile.name + " (claims cache_invariant)") +
-            ": " + std::to_string(T) + " steps; max |dz| " + detail::num(w) + " at step " + std::to_string(at) +
-            (run.flip ? "; tokens differ from step " + std::to_string(*run.flip) : "")));
+  const bool invariant = ctx.kernels().profile.cache_invariant;
+  for (CheckResult& x : scenario_bitwise_rules(
+           s, so.at_step,
+           invariant ? "under " + ctx.kernels().profile.name + ", which claims cache_invariant" : std::string(), run,
+           seed))
+    r.push_back(std::move(x));
+  if (s == Scenario::restore || invariant) {
     if (run_out) *run_out = run;
     return r;
   }

@@ -115,6 +115,11 @@ void check_options(std::span<const int> prompt, Scenario s, const ScenarioOption
 
 }  // namespace
 
+std::size_t prefix_shared(std::span<const int> prompt, const ScenarioOptions& so) {
+  const std::size_t n = so.shared != 0 ? so.shared : shared_prefix(prompt, so.donor);
+  return prompt.empty() ? 0 : std::min(n, prompt.size() - 1);
+}
+
 ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario s, const ScenarioOptions& so,
                             const GenerateOptions& o, const ScenarioHooks* hooks) {
   check_options(prompt, s, so, o);
@@ -130,8 +135,7 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
     for (const auto& [b, e] : h.chunks(seq.size(), so.chunk))
       side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).subspan(b, e - b), o.forward); });
   } else {  // prefix: another request prefilled the donor prompt; this one takes its first rows
-    const std::size_t shared =
-        std::min(so.shared != 0 ? so.shared : shared_prefix(prompt, so.donor), prompt.size() - 1);
+    const std::size_t shared = prefix_shared(prompt, so);
     Context donor(ctx);
     donor.reset();
     (void)donor.prefill(so.donor, o.forward);

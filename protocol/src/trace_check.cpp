@@ -76,35 +76,10 @@ results::CheckResult prefill_bitwise(const TracePair& p) {
 
 engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
 
-results::CheckResult bitwise_rule(const std::string& rule, double diff, bool equal, std::string detail) {
-  results::CheckResult r;
-  r.rule = rule;
-  r.pass = equal;
-  r.error = equal ? 0.0 : std::max(diff, std::numeric_limits<double>::min());
-  r.bound = 0.0;
-  r.headroom = equal ? 1.0 : -std::numeric_limits<double>::infinity();
-  r.detail = std::move(detail);
-  return r;
-}
-
-// The largest |z_A − z_B| over steps [0, n) and whether tokens and logits are equal there.
-std::pair<double, bool> compare_steps(const TracePair& p, std::size_t n) {
-  double worst = 0.0;
-  bool equal = true;
-  for (std::size_t s = 0; s < n; ++s) {
-    if (s >= p.on.logits.size() || s >= p.off.logits.size()) return {std::numeric_limits<double>::infinity(), false};
-    worst = std::max(worst, analysis::max_abs_diff(p.on.logits[s], p.off.logits[s]));
-    equal = equal && p.on.logits[s] == p.off.logits[s] && p.on.generated_ids[s] == p.off.generated_ids[s];
-  }
-  return {worst, equal};
-}
-
-std::string calls_text(const std::vector<std::pair<std::size_t, std::size_t>>& v, std::size_t from) {
-  std::string s;
-  for (std::size_t i = from; i < v.size() && i < from + 3; ++i)
-    s += (s.empty() ? "" : " ") + std::string("{fed ") + std::to_string(v[i].first) + ", cached " +
-         std::to_string(v[i].second) + "}";
-  return s.empty() ? "none" : s;
+std::vector<engine::CallRecord> calls_of(const Trace& t) {
+  std::vector<engine::CallRecord> v;
+  for (const auto& [fed, cached] : t.calls) v.push_back({fed, cached});
+  return v;
 }
 
 // scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
@@ -112,30 +87,16 @@ std::string calls_text(const std::vector<std::pair<std::size_t, std::size_t>>& v
 // a batched engine include the other sequences' rows).
 std::optional<results::CheckResult> path_rule(const TracePair& p) {
   if (p.on.calls.empty() || p.off.calls.empty() || p.on.scenario == "batch") return std::nullopt;
-  const auto s = engine::parse_scenario(p.on.scenario);
   engine::ScenarioOptions so;
   so.chunk = p.on.chunk;
   so.at_step = p.on.at_step;
   const std::size_t T = std::min(p.on.generated_ids.size(), p.off.generated_ids.size());
-  const conformance::ExpectedCalls want = conformance::expected_calls(*s, so, p.on.prompt_ids.size(), p.on.shared, T);
-  for (const auto* side : {&p.on, &p.off}) {
-    const auto& exp = side == &p.on ? want.a : want.b;
-    const auto& have = side->calls;
-    for (std::size_t i = 0; i < std::max(have.size(), exp.size()); ++i) {
-      const bool same =
-          i < have.size() && i < exp.size() && have[i].first == exp[i].fed && have[i].second == exp[i].cached;
-      if (same) continue;
-      std::vector<std::pair<std::size_t, std::size_t>> e;
-      for (const auto& c : exp) e.emplace_back(c.fed, c.cached);
-      return bitwise_rule("scenario_path", 1.0, false,
-                          side->file.filename().string() + " (" + (side == &p.on ? "side A" : "side B") + " of " +
-                              p.on.scenario + ") call " + std::to_string(i) + ": " + calls_text(have, i) +
-                              " where the scenario makes " + calls_text(e, i));
-    }
-  }
-  return bitwise_rule("scenario_path", 0.0, true,
-                      p.on.scenario + ": " + std::to_string(p.on.calls.size()) + " + " +
-                          std::to_string(p.off.calls.size()) + " calls as the scenario makes them");
+  const conformance::ExpectedCalls want =
+      conformance::expected_calls(*engine::parse_scenario(p.on.scenario), so, p.on.prompt_ids.size(), p.on.shared, T);
+  const std::string of = " of " + p.on.scenario + ")";
+  return conformance::scenario_path_rule(p.on.scenario, p.on.file.filename().string() + " (side A" + of, calls_of(p.on),
+                                         p.off.file.filename().string() + " (side B" + of, calls_of(p.off), want,
+                                         p.on.seed);
 }
 
 // The record's identity (model, profile, strategy, seed, prompt): what key() is made of.
@@ -160,22 +121,11 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
   rec.prompt_tokens = p.on.prompt_ids.size();
   rec.free = conformance::regime_record(run);
   if (auto path = path_rule(p)) rec.rules.push_back(std::move(*path));
-  const std::string& sc = p.on.scenario;
-  if (sc == "cache") rec.rules.push_back(prefill_bitwise(p));
-  if (sc == "refill" || sc == "restore") {
-    const auto [w, eq] = compare_steps(p, p.on.at_step);
-    rec.rules.push_back(bitwise_rule("scenario_shared_steps_bitwise", w, eq,
-                                     sc + ": steps 0.." + std::to_string(p.on.at_step) +
-                                         " (before the event) are the same computation; max |dz| " +
-                                         std::to_string(w)));
-  }
-  if (sc == "restore" || expect_bitwise) {
-    const std::size_t T = std::max(p.on.logits.size(), p.off.logits.size());
-    const auto [w, eq] = compare_steps(p, T);
-    rec.rules.push_back(bitwise_rule("scenario_bitwise", w, eq,
-                                     sc + (expect_bitwise ? " (--expect-bitwise)" : " (bitwise for every engine)") +
-                                         ": " + std::to_string(T) + " steps; max |dz| " + std::to_string(w)));
-  }
+  if (p.on.scenario == "cache") rec.rules.push_back(prefill_bitwise(p));
+  for (results::CheckResult& r :
+       conformance::scenario_bitwise_rules(*engine::parse_scenario(p.on.scenario), p.on.at_step,
+                                           expect_bitwise ? "--expect-bitwise" : "", run, p.on.seed))
+    rec.rules.push_back(std::move(r));
   // The fp32 replay (cache OFF) of the prompt and the first s cache-OFF tokens, computed once per step and shared by
   // the flip rules (steps up to the flip) and the replay difference (every step).
   conformance::ReferenceLogits z_ref;

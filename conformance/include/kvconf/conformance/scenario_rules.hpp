@@ -27,6 +27,17 @@ struct ExpectedCalls {
 ExpectedCalls expected_calls(engine::Scenario s, const engine::ScenarioOptions& so, std::size_t prompt_tokens,
                              std::size_t shared, std::size_t steps);
 
+// scenario_path: `a` and `b`, the calls each side made, against `want`. A failure names the first call that differs,
+// after the side's label ("side A", or a trace's file); a pass says how the scenario side started.
+CheckResult scenario_path_rule(const std::string& scenario, const std::string& label_a,
+                               const std::vector<engine::CallRecord>& a, const std::string& label_b,
+                               const std::vector<engine::CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed);
+// On a pair whose logits were kept: scenario_shared_steps_bitwise for refill and restore (the steps before at_step),
+// and scenario_bitwise for restore and whenever `bitwise_why` is not empty (why it is demanded: an invariant profile,
+// --expect-bitwise). Tokens and logits, over every step either side has (a missing step is a difference).
+CheckResults scenario_bitwise_rules(engine::Scenario s, std::size_t at_step, const std::string& bitwise_why,
+                                    const analysis::PairedRun& run, std::uint64_t seed);
+
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind
 // the same system prompt); chunks of 4; refill and restore after step max(1, steps / 3).

@@ -46,6 +46,10 @@ struct ScenarioOptions {
   std::size_t shared = 0;
 };
 
+// The rows the prefix scenario takes from the donor: so.shared, or (0) the prompt's and the donor's common prefix, at
+// most the prompt's length − 1 (one token is always prefilled).
+std::size_t prefix_shared(std::span<const int> prompt, const ScenarioOptions& so);
+
 // One forward call of a side: tokens fed and cached rows attended over before them (Trace::pos0).
 struct CallRecord {
   std::size_t fed = 0;
