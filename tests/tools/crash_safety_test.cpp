@@ -149,10 +149,13 @@ void check_final(const Scenario& s, const Reference& ref, const fs::path& dir, c
 }
 
 // `trials` runs of the scenario, each killed with SIGKILL up to `max_kills` times, resumed with --resume after each
-// kill, then run to the end. A launch is killed at a uniformly random point between its start and its expected end
-// (the reference's time, scaled down by the share of records already finished); the first launch of every other
-// trial at a random point of the reference's last stretch, from just before report.json appeared to its end, where
-// the report files are written.
+// kill, then run to the end. The first launch of every even trial is killed by progress: once the first result store
+// has a random number of new lines, after a random part of one record's time (so some kills land mid-run whatever
+// the machine's load; timed kills alone missed the run on a busy CI machine where the reference took 4x its usual
+// time). Other launches are killed at a uniformly random point between their start and their expected end (the
+// reference's time, scaled down by the share of records already finished); the first launch of every odd trial at a
+// random point of the reference's last stretch, from just before report.json appeared to its end, where the report
+// files are written.
 void kill_trials(const Scenario& s, int trials, int max_kills) {
   const fs::path base = test::temp_dir("kvconf_crash");
   const Reference ref = reference_run(s, base);
@@ -174,12 +177,24 @@ void kill_trials(const Scenario& s, int trials, int max_kills) {
       }
       const double expected = ref.seconds * std::max(0.2, 1.0 - static_cast<double>(done) / static_cast<double>(all));
       const bool tail = launch == 0 && t % 2 == 1;
+      const fs::path store = dir / s.stores.front().first;
+      const std::size_t lines_now = count_lines(store), left = all - std::min(done, all);
+      const bool by_progress = kill && launch == 0 && t % 2 == 0 && left >= 2;
       const double u = unit(rng);
       const double delay = !kill ? -1.0 : tail ? tail_from + u * (ref.seconds - tail_from) : u * expected;
+      Launch l{with_out(s, dir, launch > 0), dir.string() + ".log", {}, delay};
+      if (by_progress) {  // after a random number of records, plus a random part of one record's time
+        l.kill_file = store;
+        l.kill_lines = lines_now + 1 + static_cast<std::size_t>(u * static_cast<double>(left - 1));
+        l.kill_extra = unit(rng) * ref.seconds / static_cast<double>(all);
+      }
       const std::string when = s.name + " trial " + std::to_string(t) + " launch " + std::to_string(launch) +
-                               (kill ? " killed at " + std::to_string(delay) + " s" : "") + " (seed " +
-                               std::to_string(sd) + ", KVCONF_SEED)";
-      const Exit e = run_kvconf({with_out(s, dir, launch > 0), dir.string() + ".log", {}, delay});
+                               (by_progress ? " killed " + std::to_string(l.kill_extra) + " s after line " +
+                                                  std::to_string(l.kill_lines) + " of " + store.filename().string()
+                                : kill ? " killed at " + std::to_string(delay) + " s"
+                                       : "") +
+                               " (seed " + std::to_string(sd) + ", KVCONF_SEED)";
+      const Exit e = run_kvconf(l);
       if (!e.killed) {
         ASSERT_EQ(e.status, ref.status) << when << ": ended with " << e.status << " (signal " << e.signal << ")\n"
                                         << read_text(dir.string() + ".log");

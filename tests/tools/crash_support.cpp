@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -37,7 +38,10 @@ Exit run_kvconf(const Launch& l) {
     ::_exit(127);
   }
   Exit e;
-  const double limit = l.kill_after >= 0 ? l.kill_after : l.timeout;
+  const bool by_progress = l.kill_lines > 0;
+  double limit = l.kill_after >= 0 && !by_progress ? l.kill_after : l.timeout;
+  bool planned = !by_progress && l.kill_after >= 0;  // a kill (not a hang timeout) is due at `limit`
+  std::uintmax_t seen_size = 0;
   int st = 0;
   for (;;) {
     const pid_t r = ::waitpid(pid, &st, WNOHANG);
@@ -45,11 +49,21 @@ Exit run_kvconf(const Launch& l) {
     std::error_code ec;
     if (e.watch_seen < 0 && !l.watch.empty() && fs::exists(l.watch, ec)) e.watch_seen = e.seconds;
     if (r == pid) break;
+    if (by_progress && !planned) {
+      const std::uintmax_t size = fs::file_size(l.kill_file, ec);
+      if (!ec && size != seen_size) {  // count again only when the file grew
+        seen_size = size;
+        if (count_lines(l.kill_file) >= l.kill_lines) {
+          limit = e.seconds + l.kill_extra;
+          planned = true;
+        }
+      }
+    }
     if (e.seconds >= limit) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &st, 0);
       e.killed = true;
-      if (l.kill_after < 0) e.status = -2;  // a hang: past the timeout
+      if (!planned) e.status = -2;  // a hang: past the timeout
       return e;
     }
     const double left = limit - e.seconds;
@@ -58,6 +72,11 @@ Exit run_kvconf(const Launch& l) {
   if (WIFEXITED(st)) e.status = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) e.signal = WTERMSIG(st);
   return e;
+}
+
+std::size_t count_lines(const fs::path& file) {
+  const std::string text = read_text(file);
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 std::string read_text(const fs::path& file) {

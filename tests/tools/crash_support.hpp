@@ -33,9 +33,18 @@ struct Launch {
   std::vector<std::pair<std::string, std::string>> env;  // added to the environment
   std::vector<std::string> wrapper;                      // programs before kvconf (e.g. unshare ...)
   fs::path watch;                                        // a file whose appearance is timed (Exit::watch_seen)
+  // Progress-driven kill: once `kill_file` holds `kill_lines` newlines, SIGKILL `kill_extra` seconds later (used
+  // instead of kill_after when kill_lines > 0, so the kill lands mid-run however fast or slow the machine is).
+  fs::path kill_file;
+  std::size_t kill_lines = 0;
+  double kill_extra = 0.0;
 };
 
-// Runs KVCONF_EXE with `l.args`, killing it with SIGKILL after `l.kill_after` seconds unless it ends first.
+// The number of '\n' in `file` (0 if absent).
+std::size_t count_lines(const fs::path& file);
+
+// Runs KVCONF_EXE with `l.args`, killing it with SIGKILL after `l.kill_after` seconds (or once `l.kill_file` has
+// grown to `l.kill_lines` lines, plus `l.kill_extra` seconds) unless it ends first.
 Exit run_kvconf(const Launch& l);
 
 std::string read_text(const fs::path& file);
