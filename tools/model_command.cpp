@@ -11,6 +11,7 @@
 
 #include "cli_output.hpp"
 #include "experiment_command.hpp"
+#include "kvconf/engine/scenario.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/slurm_shard.hpp"
 #include "provenance.hpp"
@@ -130,6 +131,12 @@ ProtocolOptions protocol_options(const ModelCliOptions& c) {
   o.top_p = c.top_p;
   o.temperature = c.temperature;
   o.layer_drift = !c.no_layer_drift;
+  if (c.scenario == "all") {
+    o.scenarios.clear();
+    for (engine::Scenario s : engine::all_scenarios()) o.scenarios.push_back(engine::scenario_name(s));
+  } else if (!c.scenario.empty()) {
+    o.scenarios = split_list(c.scenario, "--scenario");
+  }
   if (c.out.empty()) throw BadInput("--out must name a directory");
   o.out = c.out;
   o.resume = c.resume;
@@ -178,6 +185,10 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
                 "residual_patching, kv_patching, kv_buildup, gqa_amplification, kv_injection, mitigations,\n"
                 "flip_attribution (docs/EXPERIMENTS.md). Results:\n"
                 "OUT/experiments.jsonl and the report with each experiment's findings, plots and rules");
+  m->add_option("--scenario", o.scenario,
+                "Scenarios instead of cache ON vs OFF alone: all, or a comma-separated list of cache, prefix, batch,\n"
+                "chunked, refill, restore (docs/SCENARIOS.md). Each pair runs the scenario's two sides free-running\n"
+                "and is filed under the profile <profile>+<scenario>; cache is the protocol's own pair");
   m->add_option("--shard", o.shard,
                 "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"
                 "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT, when set; docs/SLURM.md)")
@@ -187,6 +198,10 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
 }
 
 int model_command(const ModelCliOptions& c) {
+  if (!c.experiment.empty() && !c.scenario.empty()) {
+    std::fprintf(stderr, "kvconf model: --experiment and --scenario cannot be combined (run them separately)\n");
+    return 2;
+  }
   if (!c.experiment.empty()) return experiment_command(c);
   ProtocolResult r;
   std::size_t failed_rules = 0;

@@ -33,6 +33,7 @@ struct ModelCliOptions {
   std::string shard = "0/1";
   bool shard_given = false;  // --shard on the command line (else a Slurm array task's shard)
   std::string experiment;    // --experiment NAME[,NAME...]|all (experiment_command.hpp)
+  std::string scenario;      // --scenario NAME[,NAME...]|all (docs/SCENARIOS.md); empty: the protocol's cache pair
 };
 
 CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o);

@@ -1,6 +1,9 @@
 // The scenario rules (scenario_rules.hpp): the path each side took, the steps both sides share, bitwise where the
 // scenario or the profile demands it, the near-tie rules otherwise.
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -19,7 +22,8 @@ std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
   std::string s;
   for (std::size_t i = from; i < v.size() && i < from + 4; ++i)
     s += (s.empty() ? "" : " ") + std::string("{fed ") + std::to_string(v[i].fed) + ", cached " +
-         std::to_string(v[i].cached) + "}";
+         std::to_string(v[i].cached) +
+         (v[i].batch_rows() != v[i].fed ? ", in a call of " + std::to_string(v[i].batch_rows()) + " rows" : "") + "}";
   return s.empty() ? "none" : s;
 }
 
@@ -27,8 +31,8 @@ std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
 std::string first_difference(const std::string& side, const std::vector<CallRecord>& have,
                              const std::vector<CallRecord>& want) {
   for (std::size_t i = 0; i < std::max(have.size(), want.size()); ++i) {
-    const bool same =
-        i < have.size() && i < want.size() && have[i].fed == want[i].fed && have[i].cached == want[i].cached;
+    const bool same = i < have.size() && i < want.size() && have[i].fed == want[i].fed &&
+                      have[i].cached == want[i].cached && have[i].batch_rows() == want[i].batch_rows();
     if (!same)
       return side + " call " + std::to_string(i) + ": " + calls_text(have, i) + " where the scenario makes " +
              calls_text(want, i);
@@ -93,6 +97,79 @@ CheckResults scenario_bitwise_rules(Scenario s, std::size_t at_step, const std::
   return r;
 }
 
+KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim) {
+  KvRows r;
+  r.kv_dim = c.kv_dim;
+  r.head_dim = head_dim;
+  for (std::size_t l = 0; l < c.k.size(); ++l) {
+    r.k.emplace_back(c.k[l].data(), c.n * c.kv_dim);
+    r.v.emplace_back(c.v[l].data(), c.n * c.kv_dim);
+  }
+  return r;
+}
+
+std::vector<bool> same_projection_rows(const std::vector<CallRecord>& a, const std::vector<CallRecord>& b,
+                                       std::size_t rows, const kernels::NormKernel& norm, const kernels::GemmKernel& g,
+                                       std::size_t kv_dim, std::size_t hidden) {
+  // The M of the call that last wrote each row (0: none).
+  const auto m_of = [rows](const std::vector<CallRecord>& calls) {
+    std::vector<std::size_t> m(rows, 0);
+    for (const CallRecord& c : calls)
+      for (std::size_t p = c.cached; p < c.cached + c.fed && p < rows; ++p) m[p] = c.batch_rows();
+    return m;
+  };
+  const std::vector<std::size_t> ma = m_of(a), mb = m_of(b);
+  std::vector<bool> same(rows, false);
+  for (std::size_t p = 0; p < rows; ++p)
+    same[p] = ma[p] != 0 && mb[p] != 0 &&
+              (ma[p] == mb[p] || (norm.path({ma[p], hidden}).name == norm.path({mb[p], hidden}).name &&
+                                  g.path({ma[p], kv_dim, hidden}).name == g.path({mb[p], kv_dim, hidden}).name));
+  return same;
+}
+
+CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
+                           const std::vector<bool>& same, const std::string& bitwise_why, std::uint64_t seed) {
+  const std::size_t L = std::min(a.k.size(), b.k.size()), D = a.kv_dim;
+  double gated = 0.0, max_k = 0.0, max_v = 0.0;
+  std::size_t compared = 0, differing = 0, gated_rows = 0;
+  std::string first;
+  if (a.kv_dim != b.kv_dim || a.k.size() != b.k.size())
+    return detail::bitwise_result("cached_kv", 1.0, seed,
+                                  scenario + ": the two caches have different shapes (" + std::to_string(a.k.size()) +
+                                      " x " + std::to_string(a.kv_dim) + " vs " + std::to_string(b.k.size()) + " x " +
+                                      std::to_string(b.kv_dim) + ")");
+  for (std::size_t p = 0; p < rows; ++p) gated_rows += p < same.size() && same[p];
+  for (std::size_t l = 0; l < L; ++l)
+    for (int side = 0; side < 2; ++side) {
+      const std::span<const float> x = side ? a.v[l] : a.k[l], y = side ? b.v[l] : b.k[l];
+      for (std::size_t i = 0; i < rows * D && i < x.size() && i < y.size(); ++i) {
+        const double d = std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i]));
+        (side ? max_v : max_k) = std::max(side ? max_v : max_k, d);
+        const std::size_t p = i / D;
+        const bool gate = !bitwise_why.empty() || (l == 0 && p < same.size() && same[p]);
+        if (!gate) continue;
+        ++compared;
+        if (std::bit_cast<std::uint32_t>(x[i]) == std::bit_cast<std::uint32_t>(y[i])) continue;
+        gated = std::max(gated, std::max(d, 1e-300));
+        if (differing++ == 0)
+          first = std::string(side ? "V" : "K") + " layer " + std::to_string(l) + " row " + std::to_string(p) +
+                  " head " + std::to_string((i % D) / std::max<std::size_t>(a.head_dim, 1)) + ": " + detail::num(x[i]) +
+                  " (side A) vs " + detail::num(y[i]) + " (side B)";
+      }
+    }
+  const std::string what = bitwise_why.empty()
+                               ? "layer 0, the " + std::to_string(gated_rows) + " of " + std::to_string(rows) +
+                                     " rows both sides projected with the same arithmetic, bit for bit"
+                               : "every layer and row bit for bit (" + bitwise_why + ")";
+  return detail::bitwise_result(
+      "cached_kv", gated, seed,
+      scenario + ": " + what + ": " +
+          (differing ? std::to_string(differing) + " of " + std::to_string(compared) + " values differ, first " + first
+                     : std::to_string(compared) + " values equal") +
+          "; over all " + std::to_string(L) + " layers and " + std::to_string(rows) + " rows max |dK| " +
+          detail::num(max_k) + ", max |dV| " + detail::num(max_v));
+}
+
 ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std::size_t n, std::size_t shared,
                              std::size_t steps) {
   ExpectedCalls e;
@@ -104,7 +181,13 @@ ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std:
       e.b.push_back(t == 0 ? CallRecord{n, 0} : CallRecord{1, n + t - 1});
   }
   // Side A: the prompt as the scenario feeds it, then one decode per step (refill: its prefill before step at_step).
-  if (s == Scenario::prefix) {
+  // batch: the prompt in one call with every other prompt, then one row per sequence per call.
+  std::size_t batch_prompt_rows = n;
+  for (const auto& p : so.batch_with) batch_prompt_rows += p.size();
+  const std::size_t batch_decode_rows = 1 + so.batch_with.size();
+  if (s == Scenario::batch) {
+    e.a.push_back({n, 0, batch_prompt_rows});
+  } else if (s == Scenario::prefix) {
     e.a.push_back({n - shared, shared});
   } else if (s == Scenario::chunked) {
     // The correct chunking (the hooks' default), whatever a planted fault does.
@@ -114,7 +197,7 @@ ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std:
   }
   for (std::size_t t = 1; t < steps; ++t) {
     if (s == Scenario::refill && t == so.at_step) e.a.push_back({n + t - 1, 0});
-    e.a.push_back({1, n + t - 1});
+    e.a.push_back({1, n + t - 1, s == Scenario::batch ? batch_decode_rows : 0});
   }
   return e;
 }
@@ -128,6 +211,12 @@ engine::ScenarioOptions scenario_options(const std::vector<int>& prompt, const s
   if (so.donor.size() == so.shared) so.donor.push_back(prompt[0]);  // a donor longer than what it shares
   so.chunk = 4;
   so.at_step = std::max<std::size_t>(1, steps / 3);
+  // batch: two others, one longer than the prompt (the other prompt after it) and one shorter (the other prompt's
+  // first third), so the prompt is neither the batch's longest nor its shortest.
+  std::vector<int> longer = other;
+  longer.insert(longer.end(), prompt.begin(), prompt.end());
+  const std::size_t short_n = std::max<std::size_t>(1, std::min(other.size(), prompt.size()) / 3);
+  so.batch_with = {longer, std::vector<int>(other.begin(), other.begin() + static_cast<std::ptrdiff_t>(short_n))};
   return so;
 }
 
@@ -151,11 +240,18 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
   po.keep_logits = true;
   const analysis::PairedRun run = analysis::pair_of(analysis::Regime::free_running, prompt, a.gen, b.gen, po);
   const bool invariant = ctx.kernels().profile.cache_invariant;
-  for (CheckResult& x : scenario_bitwise_rules(
-           s, so.at_step,
-           invariant ? "under " + ctx.kernels().profile.name + ", which claims cache_invariant" : std::string(), run,
-           seed))
-    r.push_back(std::move(x));
+  const std::string bitwise_why =
+      invariant ? "under " + ctx.kernels().profile.name + ", which claims cache_invariant" : std::string();
+  for (CheckResult& x : scenario_bitwise_rules(s, so.at_step, bitwise_why, run, seed)) r.push_back(std::move(x));
+
+  // The caches: the rows of the prompt and of the tokens both sides chose (before the first flip).
+  const engine::ModelConfig& cfg = ctx.model().config;
+  const std::size_t shared_steps = run.flip ? *run.flip : std::min(a.gen.tokens.size(), b.gen.tokens.size());
+  const std::size_t rows = std::min({a.cache.n, b.cache.n, prompt.size() + shared_steps});
+  r.push_back(cached_kv_rule(
+      name, kv_rows_of(a.cache, cfg.head_dim), kv_rows_of(b.cache, cfg.head_dim), rows,
+      same_projection_rows(a.calls, b.calls, rows, *ctx.kernels().norm, *ctx.kernels().gemm, cfg.kv_dim(), cfg.hidden),
+      s == Scenario::restore ? std::string("restore: bitwise for every engine") : bitwise_why, seed));
   if (s == Scenario::restore || invariant) {
     if (run_out) *run_out = run;
     return r;

@@ -215,6 +215,33 @@ RuleVerdict invariant_bitwise(const std::string& suite, const std::vector<const 
   return v;
 }
 
+// A scenario's pairs (profile "<profile>+<scenario>": kvconf model --scenario, kvconf check on scenario traces): every
+// rule of every pair passes (scenario_path, cached_kv, the bitwise rules, the near-tie rules), counted per rule.
+RuleVerdict scenario_rules(const std::string& suite, const std::vector<const RunPairRecord*>& pairs) {
+  RuleVerdict v = rule_verdict(suite, "ScenarioRules");
+  std::map<std::string, std::pair<std::size_t, std::size_t>> per_rule;  // rule -> (failing, applied)
+  std::size_t failing = 0;
+  std::string first;
+  for (const RunPairRecord* p : pairs) {
+    for (const auto& r : p->rules) {
+      auto& [bad, all] = per_rule[r.rule];
+      ++all;
+      if (!r.pass && bad++ == 0 && first.empty()) first = p->key() + ": " + r.rule + ": " + r.detail;
+    }
+    failing += !all_pass(p->rules);
+  }
+  v.measured = static_cast<double>(failing);
+  v.threshold = 0;
+  v.pass = failing == 0 && !pairs.empty();
+  v.headroom = verdict_headroom(v.measured, v.threshold);
+  std::ostringstream d;
+  d << failing << " of " << pairs.size() << " pairs fail a rule;";
+  for (const auto& [rule, n] : per_rule) d << " " << rule << " " << n.first << "/" << n.second << " failing;";
+  if (failing > 0) d << " first: " << first;
+  v.detail = d.str();
+  return v;
+}
+
 std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& records) {
   std::vector<RuleVerdict> out;
   // model -> profile -> pairs
@@ -244,6 +271,7 @@ std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& 
         if (!fp16.empty()) out.push_back(fp32_kl_ratio(suite, fp16, pairs, profiles.at(fp16)));
       }
       if (profile.find("invariant") != std::string::npos) out.push_back(invariant_bitwise(suite, pairs));
+      if (profile.find('+') != std::string::npos) out.push_back(scenario_rules(suite, pairs));
     }
   }
   return out;

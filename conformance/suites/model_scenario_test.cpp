@@ -3,7 +3,7 @@
 // prompt prefilled in chunks (1, 4 and 7 tokens) vs in one call, the cache dropped and refilled mid-generation, the
 // context copied (saved and restored) mid-generation. Each prompt's rules: the path each side took, bitwise for
 // restore and for the invariant profile, the near-tie rules otherwise (scenario_rules.hpp).
-// Names: Cpu/ScenarioConformance.<Prefix|Chunked|Refill|Restore>/<fixture>__<profile>__<strategy>...; built with
+// Names: Cpu/ScenarioConformance.<Prefix|Chunked|Refill|Restore|Batch>/<fixture>__<profile>__<strategy>...; built with
 // KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
 #include "kvconf/conformance/scenario_rules.hpp"
 #include "model_suite_support.hpp"
@@ -64,6 +64,7 @@ TEST_P(ScenarioConformance, Prefix) { run_case(engine::Scenario::prefix); }
 TEST_P(ScenarioConformance, Chunked) { run_case(engine::Scenario::chunked, {1, 4, 7}); }
 TEST_P(ScenarioConformance, Refill) { run_case(engine::Scenario::refill); }
 TEST_P(ScenarioConformance, Restore) { run_case(engine::Scenario::restore); }
+TEST_P(ScenarioConformance, Batch) { run_case(engine::Scenario::batch); }
 
 // The default cases only (greedy, 2 prompts, 12 steps): the slow sweep's cases ran about 40 s each, 80 of them.
 std::vector<ModelParam> scenario_params() {

@@ -36,6 +36,8 @@ const char* fault_name(Fault f) {
       return "embed_scale_unrounded";
     case Fault::final_softcap_missing_decode:
       return "final_softcap_missing_decode";
+    case Fault::cache_narrow_format:
+      return "cache_narrow_format";
   }
   return "?";
 }
@@ -50,6 +52,7 @@ std::vector<Fault> architecture_faults() {
 }
 
 std::vector<Fault> head_faults() { return {Fault::final_softcap_missing_decode}; }
+std::vector<Fault> cache_faults() { return {Fault::cache_narrow_format}; }
 
 namespace faults {
 namespace {
@@ -106,11 +109,23 @@ struct FinalSoftcapMissingDecode : ForwardHooks {
 
 // cache_store_toward_zero: decode stores its rows with the last bit of each value cleared.
 struct CacheStoreTowardZero : ForwardHooks {
-  void after_cache_store(std::vector<float>& side, std::size_t begin, std::size_t end, Format fmt,
+  void after_cache_store(std::vector<float>& side, std::size_t begin, std::size_t end, Format fmt, bool /*cached_path*/,
                          bool decode) const override {
     if (!decode) return;
     for (std::size_t i = begin; i < end; ++i)
       side[i] = static_cast<float>(::kvconf::decode(fmt, ::kvconf::encode(fmt, static_cast<double>(side[i])) & ~1u));
+  }
+};
+
+// cache_narrow_format: the cached path stores K/V with 3 fewer significand bits, rounded to nearest (ties away).
+struct CacheNarrowFormat : ForwardHooks {
+  void after_cache_store(std::vector<float>& side, std::size_t begin, std::size_t end, Format fmt, bool cached_path,
+                         bool /*decode*/) const override {
+    if (!cached_path) return;
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint32_t b = ::kvconf::encode(fmt, static_cast<double>(side[i]));
+      side[i] = static_cast<float>(::kvconf::decode(fmt, (b + 4u) & ~7u));  // + half of the dropped bits' weight
+    }
   }
 };
 
@@ -144,6 +159,7 @@ const ForwardHooks& hooks(Fault f) {
   static const FinalSoftcapMissingDecode final_softcap_missing_decode;
   static const CacheStoreTowardZero cache_store_toward_zero;
   static const GqaModuloDecode gqa_modulo_decode;
+  static const CacheNarrowFormat cache_narrow_format;
   switch (f) {
     case Fault::none:
       return plain_forward();
@@ -169,6 +185,8 @@ const ForwardHooks& hooks(Fault f) {
       return cache_store_toward_zero;
     case Fault::gqa_modulo_decode:
       return gqa_modulo_decode;
+    case Fault::cache_narrow_format:
+      return cache_narrow_format;
   }
   throw std::invalid_argument("kvconf::engine: unknown fault " + std::to_string(static_cast<int>(f)));
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kvconf/engine/forward_hooks.hpp"
 #include "kvconf/numerics/rounding.hpp"
 
 namespace kvconf::engine {
@@ -17,13 +18,15 @@ const char* scenario_fault_name(ScenarioFault f) {
       return "refill_forgets_layer";
     case ScenarioFault::restore_rounds_cache:
       return "restore_rounds_cache";
+    case ScenarioFault::batch_padding_leaks:
+      return "batch_padding_leaks";
   }
   return "?";
 }
 
 std::vector<ScenarioFault> all_scenario_faults() {
   return {ScenarioFault::prefix_row_short, ScenarioFault::chunk_boundary_skip, ScenarioFault::refill_forgets_layer,
-          ScenarioFault::restore_rounds_cache};
+          ScenarioFault::restore_rounds_cache, ScenarioFault::batch_padding_leaks};
 }
 
 Scenario scenario_of(ScenarioFault f) {
@@ -36,6 +39,8 @@ Scenario scenario_of(ScenarioFault f) {
       return Scenario::refill;
     case ScenarioFault::restore_rounds_cache:
       return Scenario::restore;
+    case ScenarioFault::batch_padding_leaks:
+      return Scenario::batch;
   }
   return Scenario::cache;
 }
@@ -74,6 +79,26 @@ struct RestoreRoundsCache : ScenarioHooks {
   }
 };
 
+// The sequence's K/V rows behind `pad` zero rows (the left padding of a batch padded to its longest sequence, in a
+// zero-initialised buffer), attended with no key mask: the causal offset moves by `pad`, so every padding row is seen.
+struct BatchPaddingLeaks : ScenarioHooks {
+  void run(const ForwardHooks& h, const kernels::AttentionKernel& ak, const kernels::AttentionCall& a,
+           const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+           std::vector<float>& out, bool decode, std::size_t longest) const override {
+    const std::size_t own = a.shape.n_kv;
+    if (longest <= own) return h.attention(ak, a, q, kc, vc, out, decode);
+    const std::size_t pad = longest - own, width = kc.size() / a.cap();     // width: KV heads · d
+    std::vector<float> k(longest * width, 0.0f), v(longest * width, 0.0f);  // (longest, KV, d)
+    std::copy_n(kc.begin(), own * width, k.begin() + static_cast<std::ptrdiff_t>(pad * width));
+    std::copy_n(vc.begin(), own * width, v.begin() + static_cast<std::ptrdiff_t>(pad * width));
+    kernels::AttentionCall padded = a;
+    padded.shape.n_kv = longest;
+    padded.capacity = longest;
+    padded.params.q_offset += static_cast<std::int64_t>(pad);
+    h.attention(ak, padded, q, k, v, out, decode);
+  }
+};
+
 }  // namespace
 
 const ScenarioHooks& scenario_hooks(ScenarioFault f) {
@@ -81,6 +106,7 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
   static const ChunkBoundarySkip chunk;
   static const RefillForgetsLayer refill;
   static const RestoreRoundsCache restore;
+  static const BatchPaddingLeaks batch;
   switch (f) {
     case ScenarioFault::prefix_row_short:
       return prefix;
@@ -90,6 +116,8 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
       return refill;
     case ScenarioFault::restore_rounds_cache:
       return restore;
+    case ScenarioFault::batch_padding_leaks:
+      return batch;
   }
   return plain_scenario();
 }

@@ -155,21 +155,30 @@ void Context::rewrite_cache(const std::function<void(KvCache&)>& f) {
     }
 }
 
+void BatchAttention::run(const ForwardHooks& h, const kernels::AttentionKernel& ak, const kernels::AttentionCall& a,
+                         const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+                         std::vector<float>& out, bool decode, std::size_t /*longest*/) const {
+  h.attention(ak, a, q, kc, vc, out, decode);
+}
+
 namespace {
 // A forward call on the cache-ON path (`cached`) or the recompute, with the context's hooks and K/V GEMM.
-ForwardCall call_of(std::span<const int> tokens, bool cached, const ContextOptions& o) {
-  return ForwardCall{tokens, cached, o.hooks ? o.hooks : &plain_forward(), o.kv_fp32_gemm};
+ForwardCall call_of(bool cached, const ContextOptions& o) {
+  return ForwardCall{cached, o.hooks ? o.hooks : &plain_forward(), o.kv_fp32_gemm};
 }
 }  // namespace
 
 std::vector<float> Context::prefill(std::span<const int> tokens, const ForwardOptions& o) {
-  return forward_rows(*model_, kernels_, cache_, call_of(tokens, true, options_), o, trace_);
+  const Segment s{tokens, &cache_, &trace_};
+  return std::move(forward_segments(*model_, kernels_, {&s, 1}, call_of(true, options_), o).front());
 }
 
 std::vector<float> Context::decode(int token, const ForwardOptions& o) {
   if (cache_.n == 0) throw std::invalid_argument("kvconf::engine::Context::decode: nothing prefilled yet");
   const int t[1] = {token};
-  std::vector<float> logits = forward_rows(*model_, kernels_, cache_, call_of(t, true, options_), o, trace_);
+  const Segment s{t, &cache_, &trace_};
+  std::vector<float> logits =
+      std::move(forward_segments(*model_, kernels_, {&s, 1}, call_of(true, options_), o).front());
   if (options_.decode_logits_plant) options_.decode_logits_plant(logits);
   return logits;
 }
@@ -177,7 +186,34 @@ std::vector<float> Context::decode(int token, const ForwardOptions& o) {
 std::vector<float> Context::recompute(std::span<const int> tokens, const ForwardOptions& o) {
   if (gpu()) forget_device_kv(recompute_cache_);  // the previous recompute's buffers are freed below
   recompute_cache_ = make_cache(model_->config, tokens.size());
-  return forward_rows(*model_, kernels_, recompute_cache_, call_of(tokens, false, options_), o, trace_);
+  const Segment s{tokens, &recompute_cache_, &trace_};
+  return std::move(forward_segments(*model_, kernels_, {&s, 1}, call_of(false, options_), o).front());
+}
+
+std::vector<std::vector<float>> Context::forward_batch(std::span<Context* const> contexts,
+                                                       std::span<const std::vector<int>> tokens,
+                                                       const BatchAttention* attend) {
+  if (contexts.empty() || contexts.size() != tokens.size())
+    throw std::invalid_argument("kvconf::engine::Context::forward_batch: " + std::to_string(contexts.size()) +
+                                " contexts and " + std::to_string(tokens.size()) +
+                                " token lists (expected the same number, at least one)");
+  const Context& c0 = *contexts.front();
+  std::vector<Segment> segments;
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    Context& c = *contexts[i];
+    if (c.model_ != c0.model_ || c.kernels_.profile.name != c0.kernels_.profile.name ||
+        c.options_.hooks != c0.options_.hooks || c.options_.kv_fp32_gemm != c0.options_.kv_fp32_gemm)
+      throw std::invalid_argument("kvconf::engine::Context::forward_batch: context " + std::to_string(i) +
+                                  " has another model, profile or options than context 0");
+    for (std::size_t j = 0; j < i; ++j)
+      if (contexts[j] == contexts[i])
+        throw std::invalid_argument("kvconf::engine::Context::forward_batch: context " + std::to_string(i) +
+                                    " is context " + std::to_string(j) + " again");
+    segments.push_back({tokens[i], &c.cache_, &c.trace_});
+  }
+  ForwardCall call = call_of(true, c0.options_);
+  call.batch_attention = attend;
+  return forward_segments(*c0.model_, c0.kernels_, segments, call, {});
 }
 
 void Context::patch_cache(const KvCache& src, std::size_t layer, std::size_t row_begin, std::size_t row_end) {

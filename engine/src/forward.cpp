@@ -76,42 +76,60 @@ void forget_device_kv(const KvCache& cache) {
       if (!layer.empty()) kernels::gpu_kv_forget(layer.data());
 }
 
-std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache& cache, const ForwardCall& call,
-                                const ForwardOptions& o, Trace& trace) {
+std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKernels& k,
+                                                 std::span<const Segment> segments, const ForwardCall& call,
+                                                 const ForwardOptions& o) {
   const ModelConfig& c = m.config;
   const Format f = m.storage;
-  const std::size_t n = call.tokens.size(), D = c.hidden, pos0 = cache.n;
-  if (n == 0) throw std::invalid_argument("kvconf::engine: a forward call needs at least one token");
-  for (const int t : call.tokens)
-    if (t < 0 || static_cast<std::size_t>(t) >= c.vocab)
-      throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                                  std::to_string(c.vocab) + ")");
-  const bool decode = call.cached_path && n == 1 && pos0 > 0;
+  const std::size_t S = segments.size(), D = c.hidden;
+  if (S == 0) throw std::invalid_argument("kvconf::engine: a forward call needs at least one sequence");
+  if (S > 1 && (o.capture_hidden || o.capture_layers || !o.patches.empty() || !o.op_patches.empty()))
+    throw std::invalid_argument("kvconf::engine: captures and patches name the call's last row: one sequence only");
   const ForwardHooks& hooks = *call.hooks;
-  // GPU profiles: the cache buffers are mirrored on the device (kernels::gpu_kv_track); every write is reported.
-  const bool gpu = k.profile.requires_gpu;
-  grow(cache, pos0 + n, gpu);
+  const bool gpu = k.profile.requires_gpu;  // the cache buffers are mirrored on the device; every write is reported
 
-  trace = Trace{};
-  trace.rows = n;
-  trace.pos0 = pos0;
+  // Per sequence: its first row in the call, its rows, its position, whether it decodes; the rows' positions.
+  struct Seq {
+    std::size_t row0 = 0, n = 0, pos0 = 0, write_row = 0;
+    bool decode = false;
+  };
+  std::vector<Seq> seq(S);
+  std::size_t n = 0, longest = 0;  // all rows of the call; the longest attended prefix (pos0 + rows)
+  std::vector<std::size_t> rope_positions;
+  for (std::size_t i = 0; i < S; ++i) {
+    const Segment& g = segments[i];
+    if (g.tokens.empty()) throw std::invalid_argument("kvconf::engine: a forward call needs at least one token");
+    for (const int t : g.tokens)
+      if (t < 0 || static_cast<std::size_t>(t) >= c.vocab)
+        throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                    std::to_string(c.vocab) + ")");
+    Seq& sq = seq[i];
+    sq.row0 = n, sq.n = g.tokens.size(), sq.pos0 = g.cache->n;
+    sq.decode = call.cached_path && sq.n == 1 && sq.pos0 > 0;
+    sq.write_row = hooks.cache_write_row(sq.pos0, sq.decode);
+    for (std::size_t r = 0; r < sq.n; ++r)
+      rope_positions.push_back(r == 0 ? hooks.rope_position(sq.pos0, sq.decode) : sq.pos0 + r);
+    grow(*g.cache, sq.pos0 + sq.n, gpu);
+    n += sq.n;
+    longest = std::max(longest, sq.pos0 + sq.n);
+    *g.trace = Trace{};
+    g.trace->rows = sq.n;
+    g.trace->pos0 = sq.pos0;
+  }
+  for (const Segment& g : segments) g.trace->batch_rows = n;
+  Trace& trace = *segments.front().trace;  // captures: one sequence only
   const bool keep_hidden = o.capture_hidden;
 
   // x: (n, D) embeddings (Gemma: · fl(√hidden) in the model dtype).
   Vec x(n * D);
-  for (std::size_t r = 0; r < n; ++r)
-    std::copy_n(m.embed.begin() + static_cast<std::size_t>(call.tokens[r]) * D, D, x.begin() + r * D);
+  for (std::size_t i = 0; i < S; ++i)
+    for (std::size_t r = 0; r < seq[i].n; ++r)
+      std::copy_n(m.embed.begin() + static_cast<std::size_t>(segments[i].tokens[r]) * D, D,
+                  x.begin() + (seq[i].row0 + r) * D);
   if (c.scale_embeddings) ops::scale(f, x, hooks.embed_scale(c, f));
   if (keep_hidden) trace.hidden.push_back(x);
 
-  std::vector<std::size_t> positions(n);
-  for (std::size_t r = 0; r < n; ++r) positions[r] = pos0 + r;
-  std::vector<std::size_t> rope_positions = positions;
-  rope_positions[0] = hooks.rope_position(rope_positions[0], decode);
-  const std::size_t write_row = hooks.cache_write_row(pos0, decode);
-
   const std::size_t qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
-  const kernels::AttentionKernel& ak = (n == 1) ? *k.attn_decode : *k.attn_prefill;
   for (std::size_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = m.layers[l];
     LayerTrace lt;
@@ -127,21 +145,42 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     patch_op(o, l, OpStage::q_rope, q, n);
     patch_op(o, l, OpStage::k_rope, kk, n);
     patch_op(o, l, OpStage::v, v, n);
-    std::copy(kk.begin(), kk.end(), cache.k[l].begin() + write_row * kvd);
-    std::copy(v.begin(), v.end(), cache.v[l].begin() + write_row * kvd);
-    for (Vec* side : {&cache.k[l], &cache.v[l]})
-      hooks.after_cache_store(*side, write_row * kvd, (write_row + 1) * kvd, f, decode);
-    if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks), or a hook's rewrite of an earlier row
-      for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
-        kernels::gpu_kv_track(side->data());
-        kernels::gpu_kv_rows_changed(side->data(), write_row);
-      }
-    }
 
-    kernels::AttentionCall a = layer_attention_call(c, l, n, pos0, cache.capacity);
-    hooks.attention_call(a, c, call.cached_path, call.cached_path && n == 1);
     Vec attn(n * qd);  // (n, H, d)
-    hooks.attention(ak, a, q, cache.k[l], cache.v[l], attn, decode);
+    for (std::size_t i = 0; i < S; ++i) {
+      const Seq& sq = seq[i];
+      KvCache& cache = *segments[i].cache;
+      // This sequence's K/V rows (sq.n, KV, d) into its cache.
+      const auto rows_of = [&](const Vec& t, std::size_t width) {
+        return std::span<const float>(t).subspan(sq.row0 * width, sq.n * width);
+      };
+      std::ranges::copy(rows_of(kk, kvd), cache.k[l].begin() + sq.write_row * kvd);
+      std::ranges::copy(rows_of(v, kvd), cache.v[l].begin() + sq.write_row * kvd);
+      for (Vec* side : {&cache.k[l], &cache.v[l]})
+        hooks.after_cache_store(*side, sq.write_row * kvd, (sq.write_row + sq.n) * kvd, f, call.cached_path, sq.decode);
+      if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks), or a hook's rewrite of an earlier row
+        for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
+          kernels::gpu_kv_track(side->data());
+          kernels::gpu_kv_rows_changed(side->data(), sq.write_row);
+        }
+      }
+
+      // Its attention over its own cache: (sq.n, H, d).
+      kernels::AttentionCall a = layer_attention_call(c, l, sq.n, sq.pos0, cache.capacity);
+      hooks.attention_call(a, c, call.cached_path, call.cached_path && sq.n == 1);
+      const kernels::AttentionKernel& ak = (sq.n == 1) ? *k.attn_decode : *k.attn_prefill;
+      if (S == 1 && !call.batch_attention) {
+        hooks.attention(ak, a, q, cache.k[l], cache.v[l], attn, sq.decode);
+        continue;
+      }
+      const auto qs = rows_of(q, qd);
+      Vec q_i(qs.begin(), qs.end()), out_i(sq.n * qd);
+      if (call.batch_attention)
+        call.batch_attention->run(hooks, ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode, longest);
+      else
+        hooks.attention(ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode);
+      std::ranges::copy(out_i, attn.begin() + sq.row0 * qd);
+    }
     patch_op(o, l, OpStage::attn, attn, n);
 
     Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
@@ -195,12 +234,23 @@ std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache
     x = std::move(x_out);
     if (keep_hidden) trace.hidden.push_back(x);
   }
-  cache.n = std::max(cache.n, pos0 + n);
+  for (std::size_t i = 0; i < S; ++i) segments[i].cache->n = std::max(segments[i].cache->n, seq[i].pos0 + seq[i].n);
 
+  // The final norm over every row, the LM head over each sequence's last row: (S, D) -> (S, vocab).
   Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, hooks);  // (n, D)
-  trace.final_normed.assign(normed.end() - static_cast<std::ptrdiff_t>(D), normed.end());
-  Vec logits = linear(*k.gemm, trace.final_normed, m.head(), 1, c.vocab, D);  // (vocab)
-  if (hooks.final_softcap(c, decode)) ops::softcap(f, logits, static_cast<float>(c.final_softcap));
+  Vec last(S * D);
+  for (std::size_t i = 0; i < S; ++i) {
+    const auto row = normed.begin() + static_cast<std::ptrdiff_t>((seq[i].row0 + seq[i].n - 1) * D);
+    std::copy_n(row, D, last.begin() + i * D);
+    segments[i].trace->final_normed.assign(row, row + static_cast<std::ptrdiff_t>(D));
+  }
+  Vec head = linear(*k.gemm, last, m.head(), S, c.vocab, D);  // (S, vocab)
+  std::vector<Vec> logits(S);
+  for (std::size_t i = 0; i < S; ++i) {
+    logits[i].assign(head.begin() + static_cast<std::ptrdiff_t>(i * c.vocab),
+                     head.begin() + static_cast<std::ptrdiff_t>((i + 1) * c.vocab));
+    if (hooks.final_softcap(c, seq[i].decode)) ops::softcap(f, logits[i], static_cast<float>(c.final_softcap));
+  }
   return logits;
 }
 

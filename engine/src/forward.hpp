@@ -10,18 +10,31 @@
 
 namespace kvconf::engine {
 
+// What every row of a call shares: the path, the model's variation points, the K/V GEMM.
 struct ForwardCall {
-  std::span<const int> tokens;                        // the call's rows, at absolute positions cache.n ...
   bool cached_path = false;                           // true for prefill/decode, false for the cache-OFF recompute
   const ForwardHooks* hooks = &plain_forward();       // the model's variation points (ContextOptions::hooks)
   const kernels::GemmKernel* kv_fp32_gemm = nullptr;  // ContextOptions::kv_fp32_gemm (the high-precision cache)
+  const BatchAttention* batch_attention = nullptr;    // batched calls: how one sequence's attention runs (null: plain)
 };
 
-// Appends the call's K/V rows to `cache` (growing it by doubling) and returns the last row's logits: (vocab).
-// GPU profiles: each layer's K and V buffer is tracked for a device mirror (kernels::gpu_kv_track) and every row
-// written is reported (gpu_kv_rows_changed); growing the cache forgets the old buffers' mirrors.
-std::vector<float> forward_rows(const Model& m, const ProfileKernels& k, KvCache& cache, const ForwardCall& call,
-                                const ForwardOptions& o, Trace& trace);
+// One sequence's rows in a call: its tokens at absolute positions cache->n ..., its cache and its trace.
+struct Segment {
+  std::span<const int> tokens;
+  KvCache* cache = nullptr;
+  Trace* trace = nullptr;
+};
+
+// The forward pass over the rows of one or more sequences in one call (a batch, as a serving engine runs it: every
+// projection, norm and elementwise op over all rows together, so the GEMMs see M = all rows; RoPE, the cache writes
+// and attention per sequence, each over its own cache; the LM head over each sequence's last row, M = sequences).
+// Appends each segment's K/V rows to its cache (growing it by doubling) and returns each segment's last-row logits:
+// (segments, vocab). Options that name "the call's last row" (patches, captured layers and hidden states) need one
+// segment. GPU profiles: each layer's K and V buffer is tracked for a device mirror (kernels::gpu_kv_track) and every
+// row written is reported (gpu_kv_rows_changed); growing a cache forgets the old buffers' mirrors.
+std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKernels& k,
+                                                 std::span<const Segment> segments, const ForwardCall& call,
+                                                 const ForwardOptions& o);
 
 // Drops the device mirrors of every K/V buffer of `cache` (kernels::gpu_kv_forget): before the buffers are freed,
 // reallocated or rewritten wholesale. A no-op for buffers without a mirror.

@@ -37,13 +37,7 @@ std::optional<Scenario> parse_scenario(std::string_view s) {
   return std::nullopt;
 }
 
-std::optional<std::string> scenario_unavailable(Scenario s) {
-  if (s == Scenario::batch)
-    return std::string(
-        "kvconf's engine has no batched forward yet (one sequence per call): the batch scenario runs in "
-        "engines that batch (transformers' traces, docs/SCENARIOS.md)");
-  return std::nullopt;
-}
+std::optional<std::string> scenario_unavailable(Scenario /*s*/) { return std::nullopt; }
 
 std::vector<std::pair<std::size_t, std::size_t>> ScenarioHooks::chunks(std::size_t n, std::size_t chunk) const {
   std::vector<std::pair<std::size_t, std::size_t>> v;
@@ -66,7 +60,7 @@ class Side {
   template <class F>
   const std::vector<float>& call(F&& f) {
     logits_ = f(*ctx_);
-    r_.calls.push_back({ctx_->trace().rows, ctx_->trace().pos0});
+    r_.calls.push_back({ctx_->trace().rows, ctx_->trace().pos0, ctx_->trace().batch_rows});
     return logits_;
   }
   // Step t's token from the last call's logits.
@@ -80,7 +74,11 @@ class Side {
   }
   void switch_to(Context& c) { ctx_ = &c; }
   Context& ctx() { return *ctx_; }
-  ScenarioResult take() { return std::move(r_); }
+  // The result, with the cache of the context the side ended in (its recompute's for a cache-OFF side).
+  ScenarioResult take(bool recompute = false) {
+    r_.cache = recompute ? ctx_->last_recompute_cache() : ctx_->cache();
+    return std::move(r_);
+  }
 
  private:
   Context* ctx_;
@@ -111,6 +109,40 @@ void check_options(std::span<const int> prompt, Scenario s, const ScenarioOption
                                   " but the prompt and the donor share " + std::to_string(common) + " tokens");
     if (common == 0) throw std::invalid_argument("scenario prefix: the donor shares no first token with the prompt");
   }
+  if (s == Scenario::batch) {
+    if (so.batch_with.empty()) throw std::invalid_argument("scenario batch: no other sequence to batch with");
+    for (std::size_t i = 0; i < so.batch_with.size(); ++i)
+      if (so.batch_with[i].empty())
+        throw std::invalid_argument("scenario batch: batch_with[" + std::to_string(i) + "] is an empty prompt");
+  }
+}
+
+// Side A of the batch scenario: the prompt and so.batch_with prefilled in one call, then every sequence decodes one
+// token per call; the others sample with their own draws (seed + 1 + i) and go on past their EOS.
+ScenarioResult run_batch(Context& ctx, std::span<const int> prompt, const ScenarioOptions& so, const GenerateOptions& o,
+                         const ScenarioHooks& h) {
+  ctx.reset();
+  std::vector<Context> others(so.batch_with.size(), ctx);
+  std::vector<Context*> all = {&ctx};
+  for (Context& c : others) all.push_back(&c);
+  std::vector<std::vector<int>> feed = {std::vector<int>(prompt.begin(), prompt.end())};
+  for (const auto& p : so.batch_with) feed.push_back(p);
+  Side side(ctx, o);
+  std::vector<std::vector<float>> logits;
+  const auto step = [&](Context&) {
+    logits = Context::forward_batch(all, feed, &h);
+    return logits.front();
+  };
+  side.call(step);
+  for (std::size_t t = 0; t < o.steps; ++t) {
+    if (t > 0) side.call(step);
+    const int tok = side.choose(t);
+    if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
+    feed.front() = {tok};
+    for (std::size_t i = 1; i < all.size(); ++i)
+      feed[i] = {sample(o.sampler, logits[i], step_draw(o.sampler.seed + i, t))};
+  }
+  return side.take();
 }
 
 }  // namespace
@@ -124,6 +156,7 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
                             const GenerateOptions& o, const ScenarioHooks* hooks) {
   check_options(prompt, s, so, o);
   const ScenarioHooks& h = hooks ? *hooks : plain_scenario();
+  if (s == Scenario::batch) return run_batch(ctx, prompt, so, o, h);
   std::vector<int> seq(prompt.begin(), prompt.end());
   ctx.reset();
   Side side(ctx, o);
@@ -179,7 +212,7 @@ ScenarioResult run_reference(Context& ctx, std::span<const int> prompt, Scenario
     if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
     seq.push_back(tok);
   }
-  return side.take();
+  return side.take(s == Scenario::cache);
 }
 
 }  // namespace kvconf::engine

@@ -1,5 +1,6 @@
 // run_protocol (protocol.hpp): checks every option and input, writes/compares OUT/manifest.json, then runs the planned
-// pairs of this shard that OUT/pairs.jsonl does not already hold, appending each record as it finishes.
+// pairs of this shard that OUT/pairs.jsonl does not already hold (the protocol's cache pair, or a scenario's two
+// sides), appending each record as it finishes.
 #include "kvconf/protocol/protocol.hpp"
 
 #include <chrono>
@@ -22,11 +23,13 @@
 #include "kvconf/engine/model.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/sampling.hpp"
+#include "kvconf/engine/scenario.hpp"
 #include "kvconf/engine/tokenizer.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/protocol/protocol_inputs.hpp"
 #include "kvconf/protocol/protocol_plan.hpp"
 #include "kvconf/conformance/model_rules.hpp"
+#include "kvconf/conformance/scenario_rules.hpp"
 #include "run_setup.hpp"
 
 namespace kvconf::protocol {
@@ -43,11 +46,12 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   detail::write_manifest(o, setup, "model");
 
   // ---- 2. The plan of this shard, and the pairs not yet done. ----
-  const std::vector<WorkItem> plan = plan_work(o.profiles, o.strategies, o.seeds, ps.prompts.size(), o.shard);
+  const std::vector<WorkItem> plan =
+      plan_work(o.profiles, o.strategies, o.seeds, ps.prompts.size(), o.shard, o.scenarios);
   auto key_of = [&](const WorkItem& w) {
     results::RunPairRecord r;
     r.model = o.model;
-    r.profile = w.profile;
+    r.profile = w.record_profile();
     r.strategy = w.strategy;
     r.seed = w.seed;
     r.prompt_id = ps.prompts[w.prompt].id;
@@ -77,14 +81,31 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   pr.total = plan.size();
   pr.resumed = res.resumed;
   pr.done = res.resumed;
+  // The record's answers and time, appended to the store; progress.
+  std::chrono::steady_clock::time_point p0;
+  const auto finish = [&](results::RunPairRecord& rec, const ProtocolPrompt& p) {
+    rec.gold = p.gold;
+    rec.answer_on = detail::answer_of(setup, rec.free.tokens_on);
+    rec.answer_off = detail::answer_of(setup, rec.free.tokens_off);
+    rec.correct_on = rec.gold && rec.answer_on == rec.gold;
+    rec.correct_off = rec.gold && rec.answer_off == rec.gold;
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+    store.append(results::to_json(rec));
+    ++res.ran;
+    ++pr.done;
+    pr.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    pr.last = &rec;
+    if (progress) progress(pr);
+    pr.last = nullptr;
+  };
   for (const WorkItem& w : plan) {
     const std::string key = key_of(w);
     if (store.has(key)) continue;
     const ProtocolPrompt& p = ps.prompts[w.prompt];
-    const auto p0 = std::chrono::steady_clock::now();
+    p0 = std::chrono::steady_clock::now();
     results::RunPairRecord rec;
     rec.model = o.model;
-    rec.profile = w.profile;
+    rec.profile = w.record_profile();
     rec.strategy = w.strategy;
     rec.prompt_id = p.id;
     rec.seed = w.seed;
@@ -94,6 +115,18 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     po.layer_drift = o.layer_drift;
     engine::Context& c = *ctx.at(w.profile);
     analysis::PairedRun free, teacher;
+    if (w.scenario != "cache") {
+      // A scenario's two sides, free-running; the other request is the sample's next prompt. The near-tie rules'
+      // reference: the fp32 context, or for the fp32 reference profile itself the same arithmetic reordered.
+      const engine::Scenario sc = *engine::parse_scenario(w.scenario);
+      const ProtocolPrompt& other = ps.prompts[(w.prompt + 1) % ps.prompts.size()];
+      const engine::ScenarioOptions so = conformance::scenario_options(p.ids, other.ids, o.max_new_tokens);
+      engine::Context& r = is_reference.at(w.profile) ? *reordered.at(w.profile) : *ref.at(w.profile);
+      rec.rules = conformance::check_scenario(c, r, p.ids, sc, so, po, po.sampler.seed, nullptr, &free);
+      rec.free = conformance::regime_record(free);
+      finish(rec, p);
+      continue;
+    }
     if (is_reference.at(w.profile)) {
       analysis::PairOptions keep = po;
       keep.keep_logits = true;
@@ -125,19 +158,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
         rec.layer_cosine[l] /= static_cast<double>(teacher.steps.size());
       }
     }
-    rec.gold = p.gold;
-    rec.answer_on = detail::answer_of(setup, rec.free.tokens_on);
-    rec.answer_off = detail::answer_of(setup, rec.free.tokens_off);
-    rec.correct_on = rec.gold && rec.answer_on == rec.gold;
-    rec.correct_off = rec.gold && rec.answer_off == rec.gold;
-    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-    store.append(results::to_json(rec));
-    ++res.ran;
-    ++pr.done;
-    pr.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    pr.last = &rec;
-    if (progress) progress(pr);
-    pr.last = nullptr;
+    finish(rec, p);
   }
   if (res.ran == 0 && progress) progress(pr);
 

@@ -4,14 +4,18 @@
 namespace kvconf::protocol {
 
 std::vector<WorkItem> plan_work(const std::vector<std::string>& profiles, const std::vector<std::string>& strategies,
-                                const std::vector<std::uint64_t>& seeds, std::size_t n_prompts, const Shard& shard) {
+                                const std::vector<std::uint64_t>& seeds, std::size_t n_prompts, const Shard& shard,
+                                const std::vector<std::string>& scenarios) {
   std::vector<WorkItem> plan;
   std::size_t index = 0;
   for (const std::string& profile : profiles)
     for (const std::string& strategy : strategies)
       for (const std::uint64_t seed : seeds)
-        for (std::size_t prompt = 0; prompt < n_prompts; ++prompt, ++index)
-          if (shard.owns(index)) plan.push_back({index, profile, strategy, seed, prompt});
+        for (std::size_t prompt = 0; prompt < n_prompts; ++prompt)
+          for (const std::string& scenario : scenarios) {
+            if (shard.owns(index)) plan.push_back({index, profile, strategy, seed, prompt, scenario});
+            ++index;
+          }
   return plan;
 }
 

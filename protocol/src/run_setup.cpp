@@ -2,12 +2,14 @@
 // run_experiments, before any pair runs.
 #include "run_setup.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
 
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/sampling.hpp"
+#include "kvconf/engine/scenario.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/gsm8k.hpp"
 #include "kvconf/protocol/results_dir.hpp"
@@ -57,25 +59,42 @@ void resolve_options(const ProtocolOptions& o, RunSetup& s) {
   if (o.shard.count == 0 || o.shard.index >= o.shard.count)
     throw BadInput("--shard '" + o.shard.str() + "': expected I/N with 0 <= I < N");
   if (o.out.empty()) throw BadInput("--out is required (the results directory)");
+  if (o.scenarios.empty())
+    throw BadInput("--scenario: no scenario given (cache, prefix, batch, chunked, refill, restore)");
+  for (std::size_t i = 0; i < o.scenarios.size(); ++i) {
+    const std::string& sc = o.scenarios[i];
+    if (!engine::parse_scenario(sc))
+      throw BadInput("--scenario: '" + sc + "' is not a scenario (expected all, or cache, prefix, batch, chunked, " +
+                     "refill, restore)");
+    if (std::find(o.scenarios.begin(), o.scenarios.begin() + static_cast<std::ptrdiff_t>(i), sc) !=
+        o.scenarios.begin() + static_cast<std::ptrdiff_t>(i))
+      throw BadInput("--scenario: '" + sc + "' is listed twice");
+    if ((sc == "refill" || sc == "restore") && o.max_new_tokens < 3)
+      throw BadInput("--scenario " + sc + " needs --max-new-tokens >= 3 (its event falls after step " +
+                     "max(1, steps / 3) and must leave a step after it; got " + std::to_string(o.max_new_tokens) + ")");
+  }
 }
 
 // What the run does: compared on --resume (every field), written to OUT/manifest.json.
 json manifest_options(const ProtocolOptions& o, const PromptSet& ps, const fs::path& tokenizer) {
-  return {{"model", o.model},
-          {"profiles", o.profiles},
-          {"strategies", o.strategies},
-          {"prompts", ps.spec},
-          {"tokenizer", tokenizer.string()},
-          {"n", ps.n},
-          {"sample_seed", o.sample_seed},
-          {"seeds", o.seeds},
-          {"max_new_tokens", o.max_new_tokens},
-          {"top_k", o.top_k},
-          {"top_p", o.top_p},
-          {"temperature", o.temperature},
-          {"shots", o.shots},
-          {"layer_drift", o.layer_drift},
-          {"shard", o.shard.str()}};
+  json j = {{"model", o.model},
+            {"profiles", o.profiles},
+            {"strategies", o.strategies},
+            {"prompts", ps.spec},
+            {"tokenizer", tokenizer.string()},
+            {"n", ps.n},
+            {"sample_seed", o.sample_seed},
+            {"seeds", o.seeds},
+            {"max_new_tokens", o.max_new_tokens},
+            {"top_k", o.top_k},
+            {"top_p", o.top_p},
+            {"temperature", o.temperature},
+            {"shots", o.shots},
+            {"layer_drift", o.layer_drift},
+            {"shard", o.shard.str()}};
+  // Only when not the protocol's own pair: manifests of runs without --scenario stay as they were (and resumable).
+  if (o.scenarios != std::vector<std::string>{"cache"}) j["scenarios"] = o.scenarios;
+  return j;
 }
 
 const char* option_flag(const std::string& field) {
@@ -94,6 +113,7 @@ const char* option_flag(const std::string& field) {
                                                            {"shots", "--shots"},
                                                            {"layer_drift", "--no-layer-drift"},
                                                            {"shard", "--shard"},
+                                                           {"scenarios", "--scenario"},
                                                            {"experiments", "--experiment"}};
   const auto it = flags.find(field);
   return it == flags.end() ? "an option" : it->second;

@@ -88,6 +88,10 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
   const auto strategies = field<std::vector<std::string>>(o, "strategies", first.manifest, "an array of strings");
   const auto seeds = field<std::vector<std::uint64_t>>(o, "seeds", first.manifest, "an array of integers");
   const auto n = field<std::size_t>(o, "n", first.manifest, "an integer");
+  // kvconf model --scenario: absent in the manifests of the protocol's own pairs.
+  const auto scenarios = o.contains("scenarios")
+                             ? field<std::vector<std::string>>(o, "scenarios", first.manifest, "an array of strings")
+                             : std::vector<std::string>{"cache"};
   for (const Folder* f : run)
     if (f->shard.count != first.shard.count)
       throw BadInput(shard_name(first) + " and " + shard_name(*f) + " are shards of the same run of " + model +
@@ -103,7 +107,7 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
                                         : "in both " + shard_name(*it->second) + " and " + shard_name(*f)) +
                        ": every planned pair must be merged exactly once (leave one of the folders out)");
 
-  const std::size_t planned_n = profiles.size() * strategies.size() * seeds.size() * n;
+  const std::size_t planned_n = profiles.size() * strategies.size() * seeds.size() * n * scenarios.size();
   std::optional<std::vector<std::string>> ids;
   for (const Folder* f : run)
     if (f->prompt_ids) {
@@ -130,13 +134,14 @@ std::pair<std::size_t, std::size_t> check_run(const std::vector<const Folder*>& 
     ids.emplace(seen.begin(), seen.end());
   }
   if (!missing) {
-    const auto plan = protocol::plan_work(profiles, strategies, seeds, ids->size(), Shard{});
+    const auto plan = protocol::plan_work(profiles, strategies, seeds, ids->size(), Shard{}, scenarios);
     std::set<std::string> planned;
     std::map<std::size_t, const Folder*> by_shard;
     for (const Folder* f : run) by_shard.emplace(f->shard.index, f);
     for (const protocol::WorkItem& w : plan) {
       results::RunPairRecord r;
-      r.model = model, r.profile = w.profile, r.strategy = w.strategy, r.seed = w.seed, r.prompt_id = (*ids)[w.prompt];
+      r.model = model, r.profile = w.record_profile(), r.strategy = w.strategy, r.seed = w.seed;
+      r.prompt_id = (*ids)[w.prompt];
       const std::string key = r.key();
       planned.insert(key);
       const auto it = holder.find(key);

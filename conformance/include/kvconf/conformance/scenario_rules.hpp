@@ -6,11 +6,14 @@
 //   scenario_shared_bitwise  refill and restore: the steps before the event are the same computation on both sides;
 //   scenario_bitwise         restore (every engine), and every scenario under a profile claiming cache_invariant:
 //                            every step's logits and tokens bit for bit;
+//   cached_kv                side A's cached K/V rows against side B's (cached_kv_rule below);
 //   otherwise the near-tie rules of FlipsAreNearTies on the pair (flip_rules, model_cases.hpp: perturbation sized as
 //   rounding, and every flip a near tie against the fp32 reference `ref`).
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "kvconf/analysis/paired.hpp"
@@ -38,9 +41,36 @@ CheckResult scenario_path_rule(const std::string& scenario, const std::string& l
 CheckResults scenario_bitwise_rules(engine::Scenario s, std::size_t at_step, const std::string& bitwise_why,
                                     const analysis::PairedRun& run, std::uint64_t seed);
 
+// One side's cached K/V rows, per layer (rows, kv heads, head_dim) flattened: an engine cache's or a trace's.
+struct KvRows {
+  std::size_t kv_dim = 0, head_dim = 0;
+  std::vector<std::span<const float>> k, v;  // n_layers entries; K after RoPE
+};
+KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim);
+
+// Which rows' layer-0 K/V both sides computed with the same arithmetic: each row's computing call (the last call
+// that fed it: `calls`' fed rows from `cached` on) had M rows on each side (batch_rows) for which the input norm
+// (NormKernel::path of M rows: PyTorch's reduction layout depends on the row count) and the K/V projection `g`
+// (N = kv_dim, K = hidden) take the same paths (by name). Layer 0's input is then the same on both sides (the
+// embedding rows, normed alike), so those rows must be bit for bit equal. A row no call fed (a prefix taken from
+// another request) is not among them.
+std::vector<bool> same_projection_rows(const std::vector<engine::CallRecord>& a,
+                                       const std::vector<engine::CallRecord>& b, std::size_t rows,
+                                       const kernels::NormKernel& norm, const kernels::GemmKernel& g,
+                                       std::size_t kv_dim, std::size_t hidden);
+
+// cached_kv: side A's cached K/V against side B's over the first `rows` rows (the rows of the tokens both sides
+// share): bit for bit in every layer when `bitwise_why` is not empty (restore, an invariant profile,
+// --expect-bitwise), otherwise bit for bit in layer 0 on the rows `same` marks; the rest measured (the largest |ΔK|
+// and |ΔV| over every layer and row, in the detail). A failure names the layer, row and head of the first
+// difference. A cache kept in a narrower format than the model computes in fails it on the prompt's rows.
+CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
+                           const std::vector<bool>& same, const std::string& bitwise_why, std::uint64_t seed);
+
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind
-// the same system prompt); chunks of 4; refill and restore after step max(1, steps / 3).
+// the same system prompt); chunks of 4; refill and restore after step max(1, steps / 3); batch with `other` followed
+// by the prompt (longer) and `other`'s first third of min(|other|, |prompt|) tokens (shorter, at least one).
 engine::ScenarioOptions scenario_options(const std::vector<int>& prompt, const std::vector<int>& other,
                                          std::size_t steps);
 

@@ -45,8 +45,9 @@ struct LayerTrace {
 };
 
 struct Trace {
-  std::size_t rows = 0;                    // rows of the call
+  std::size_t rows = 0;                    // rows of the call (of this sequence, in a batched call)
   std::size_t pos0 = 0;                    // absolute position of its first row
+  std::size_t batch_rows = 0;              // rows of the whole call: = rows alone, all sequences' in a batch
   std::vector<std::vector<float>> hidden;  // n_layers + 1 entries of (rows, hidden): [0] embeddings (scaled for
                                            // Gemma), [l + 1] the residual stream after layer l
   std::vector<float> final_normed;         // (hidden) the last row after the final norm
@@ -78,6 +79,17 @@ struct ForwardOptions {
 };
 
 class ForwardHooks;  // forward_hooks.hpp
+
+// How a batched call (forward_batch) runs one sequence's attention; `longest` is the batch's longest attended prefix
+// (pos0 + rows of its longest sequence). The default runs the forward hooks' attention over the sequence's own cache
+// rows; a planted batch fault (scenario_faults.hpp: padding that leaks into attention) overrides it.
+class BatchAttention {
+ public:
+  virtual ~BatchAttention() = default;
+  virtual void run(const ForwardHooks& h, const kernels::AttentionKernel& ak, const kernels::AttentionCall& a,
+                   const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+                   std::vector<float>& out, bool decode, std::size_t longest) const;
+};
 
 struct ContextOptions {
   std::size_t capacity = 0;  // initial KV rows per layer (0: 64); the cache grows by doubling, rows are kept
@@ -134,6 +146,17 @@ class Context {
   const Model& model() const { return *model_; }
   const ProfileKernels& kernels() const { return kernels_; }
   const ContextOptions& options() const { return options_; }
+
+  // Cache-ON rows of several sequences in one forward call, as a serving engine batches them: contexts[i] appends
+  // tokens[i] (a prompt or a chunk of one, or one decode token) to its own cache. The projections, norms and
+  // elementwise ops run over all rows together (the GEMMs see M = all rows, the LM head M = sequences); RoPE, the
+  // cache writes and attention run per sequence over its own cache (a variable-length batch). Returns each context's
+  // last-row logits; each context's trace() describes its own rows (Trace::batch_rows: all rows of the call). The
+  // contexts must be distinct and share the model, the profile and the options' hooks and K/V GEMM
+  // (std::invalid_argument otherwise); `attend` null runs attention plainly. decode_logits_plant does not apply.
+  static std::vector<std::vector<float>> forward_batch(std::span<Context* const> contexts,
+                                                       std::span<const std::vector<int>> tokens,
+                                                       const BatchAttention* attend = nullptr);
 
  private:
   std::vector<float> forward(std::span<const int> tokens, KvCache& cache, bool cached_path, const ForwardOptions& o);

@@ -29,9 +29,9 @@ class ForwardHooks {
   virtual std::size_t rope_position(std::size_t pos, bool /*decode*/) const { return pos; }
   // The cache row the call's first row is written to.
   virtual std::size_t cache_write_row(std::size_t pos0, bool /*decode*/) const { return pos0; }
-  // After the call's rows [begin, end) were stored into one layer's K or V buffer.
+  // After the call's rows (elements [begin, end)) were stored into one layer's K or V buffer.
   virtual void after_cache_store(std::vector<float>& /*side*/, std::size_t /*begin*/, std::size_t /*end*/,
-                                 Format /*fmt*/, bool /*decode*/) const {}
+                                 Format /*fmt*/, bool /*cached_path*/, bool /*decode*/) const {}
   // Runs the attention kernel: out = attention(q, kc, vc).
   virtual void attention(const kernels::AttentionKernel& ak, const kernels::AttentionCall& a,
                          const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,

@@ -8,8 +8,9 @@
 //               request recomputed)                                 B: cache-ON, uninterrupted
 //   restore  A: after step `at_step` the context is copied (its cache saved and restored) and generation goes on in
 //               the copy                                            B: cache-ON, uninterrupted
-//   batch    A: the sequence decoded inside a batch of others       B: alone. kvconf's engine has no batched forward
-//               yet: scenario_unavailable says so.
+//   batch    A: the sequence prefilled and decoded inside a batch of others (Context::forward_batch: the GEMMs see
+//               M = every sequence's rows, attention a variable-length batch)
+//                                                                   B: cache-ON, alone
 // Both sides sample with the same per-step draws (generate.hpp). Each records, per forward call, how many tokens it fed
 // and over how many cached rows (from the context's trace, as the forward saw them), so a check can prove which path
 // ran. The scenario driver's variation points are ScenarioHooks; the planted scenario faults (engine/faults/) are
@@ -34,7 +35,7 @@ enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, rest
 const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
 std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
 const std::vector<Scenario>& all_scenarios();                // in the order above
-// Why kvconf's engine cannot run scenario s (batch: no batched forward yet), or nullopt.
+// Why kvconf's engine cannot run scenario s, or nullopt (it runs every one; kept for engines and builds that cannot).
 std::optional<std::string> scenario_unavailable(Scenario s);
 
 struct ScenarioOptions {
@@ -44,29 +45,39 @@ struct ScenarioOptions {
   // prefix of the two prompts, at most the prompt's length − 1).
   std::vector<int> donor;
   std::size_t shared = 0;
+  // batch: the other sequences' prompts, prefilled in the same call as the prompt and decoded with it, one token each
+  // per call (each samples with its own draws: seed + 1 + i); at least one.
+  std::vector<std::vector<int>> batch_with;
 };
 
 // The rows the prefix scenario takes from the donor: so.shared, or (0) the prompt's and the donor's common prefix, at
 // most the prompt's length − 1 (one token is always prefilled).
 std::size_t prefix_shared(std::span<const int> prompt, const ScenarioOptions& so);
 
-// One forward call of a side: tokens fed and cached rows attended over before them (Trace::pos0).
+// One forward call of a side: tokens fed and cached rows attended over before them (Trace::pos0), and the rows of
+// the whole call (Trace::batch_rows: every sequence's in a batch; 0 in an expectation or a trace that does not say
+// means alone, = fed).
 struct CallRecord {
   std::size_t fed = 0;
   std::size_t cached = 0;
+  std::size_t batch = 0;
+  std::size_t batch_rows() const { return batch == 0 ? fed : batch; }
 };
 
 struct ScenarioResult {
   GenerateResult gen;                     // tokens, and logits when the options keep them
   std::vector<CallRecord> calls;          // every forward call of this side, in order
   std::vector<std::size_t> call_of_step;  // index into calls of the call whose logits step t used
+  // The side's KV cache at its end (the cached_kv rule): side A's (restore: the copy's), side B's (cache: the last
+  // recompute's, which holds every row of the sequence but the newest token).
+  KvCache cache;
 };
 
 // The scenario driver's variation points. The defaults are the scenario done right; each planted scenario fault
 // (kvconf/engine/scenario_faults.hpp) overrides one.
-class ScenarioHooks {
+// batch: BatchAttention::run, how one sequence's attention runs inside the batch.
+class ScenarioHooks : public BatchAttention {
  public:
-  virtual ~ScenarioHooks() = default;
   // prefix: how many of the donor's rows the request takes when `shared` are shared (the driver then prefills the
   // prompt from token `shared` on, trusting the count).
   virtual std::size_t prefix_rows(std::size_t shared) const { return shared; }

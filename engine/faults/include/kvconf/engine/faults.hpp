@@ -22,6 +22,9 @@ enum class Fault : std::uint8_t {
   gqa_modulo_decode,        // decode maps q head h to kv head h mod n_kv (instead of h / group)
   cache_store_toward_zero,  // decode stores K/V with the last bit of each value cleared: a biased store, at most one
                             // ulp toward zero per element, half an ulp on average (sub-ulp on the logits)
+  cache_narrow_format,      // the cached path (prefill and decode) stores K/V with 3 fewer significand bits, rounded
+                            // to nearest: a cache kept in a narrower format than the model computes in (an fp16
+                            // model's cache at bf16's 8-bit significand). Moves the logits by about fp16 rounding
   final_softcap_missing_decode,  // decode returns logits without Gemma-2's final logit softcap (a fused decode LM
                                  // head that forgot it): after the last layer, so only a rule that shares every
                                  // layer's result sees it alone (residual_patching's, docs/EXPERIMENTS.md)
@@ -37,6 +40,7 @@ const char* fault_name(Fault f);
 std::vector<Fault> all_faults();           // every cache-path fault (the rules of cache-ON vs cache-OFF catch them)
 std::vector<Fault> architecture_faults();  // the four architecture faults above
 std::vector<Fault> head_faults();          // final_softcap_missing_decode (the experiments' rules catch it)
+std::vector<Fault> cache_faults();         // cache_narrow_format (the scenarios' cached_kv rule catches it)
 
 namespace faults {
 

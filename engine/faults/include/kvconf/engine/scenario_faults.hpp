@@ -17,6 +17,8 @@ enum class ScenarioFault : std::uint8_t {
   refill_forgets_layer,  // refill: the rebuilt cache's last layer keeps zeros (its blocks reallocated, never rewritten)
   restore_rounds_cache,  // restore: the saved cache comes back with the last bit of every K/V value cleared (a lossy
                          // save: rounded toward zero by up to one ulp of the storage format)
+  batch_padding_leaks,   // batch: a sequence shorter than the batch's longest attends over the padding in front of it
+                         // (a left-padded, zero-initialised K/V buffer whose key mask was dropped)
 };
 const char* scenario_fault_name(ScenarioFault f);
 std::vector<ScenarioFault> all_scenario_faults();
