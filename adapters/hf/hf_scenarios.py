@@ -22,9 +22,10 @@ SCENARIOS = ("prefix", "chunked", "refill", "restore")
 
 
 def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
-             at_step: int = 3, shared: int = 0, donor: Sequence[int] = ()) -> dict:
+             at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False) -> dict:
     """One side ("scenario" or "reference") of `scenario`: {"generated_ids", "draws", "logits" (T, V), "calls",
-    "call_of_step"}. ValueError for options the scenario cannot use."""
+    "call_of_step"}, and with kv the side's cache at the end ("k_rows", "v_rows"). ValueError for options the
+    scenario cannot use."""
     import torch
 
     import kvconf_hf_trace as hf
@@ -89,5 +90,8 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
                 cache = forward(seq[:-1], None).past_key_values  # preempted: rebuilt by one prefill
             if side == "scenario" and t + 1 == at_step and scenario == "restore":
                 cache = copy.deepcopy(cache)  # saved and restored
-    return {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
-            "call_of_step": call_of_step}
+    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
+           "call_of_step": call_of_step}
+    if kv:
+        res["k_rows"], res["v_rows"] = hf.cache_rows(cache)
+    return res

@@ -329,13 +329,28 @@ def _supports_logits_to_keep(model) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
+def cache_rows(cache) -> tuple:
+    """A transformers cache's K (after RoPE) and V rows as kvconf.trace's k_rows / v_rows: (L, N, kv_heads * d),
+    float32 (exact widening of the cache's dtype)."""
+    import torch
+    ks, vs = [], []
+    for layer in cache.layers:  # keys / values: (batch 1, kv_heads, N, d)
+        for t, out in ((layer.keys, ks), (layer.values, vs)):
+            out.append(t[0].transpose(0, 1).reshape(t.shape[2], -1).float())
+    return torch.stack(ks).contiguous(), torch.stack(vs).contiguous()
+
+
 def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_new_tokens: int,
-             hidden: bool = False) -> dict:
+             hidden: bool = False, kv_step: int | None = None, cache_factory=None) -> dict:
     """One run of one prompt along `path` ("cache_on" or "cache_off"): max_new_tokens steps, no stop at EOS.
 
     Returns {"generated_ids", "draws", "logits" (T, V) in the dtype transformers returned, and with hidden=True
     "hidden_states" (T, L + 1, H): the last row of every hidden state at each step}. Like HF generate, each forward
-    computes the LM head for the last position only (logits_to_keep=1) when the model supports it.
+    computes the LM head for the last position only (logits_to_keep=1) when the model supports it. With kv_step set,
+    also "k_rows" / "v_rows": cache_on's cache at the end; cache_off's recompute of step kv_step, run with a fresh
+    cache (use_cache=True from no cache: the same forward, which then returns the K/V it computed). cache_factory:
+    builds the cache the cache_on path prefills into (default: the model's own DynamicCache), as an engine configures
+    its cache type; the cache_off capture always uses the model's own.
     """
     import torch
     if path not in ("cache_on", "cache_off"):
@@ -352,11 +367,15 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
             fed = len(seq) if path == "cache_off" or t == 0 else 1
             cached = int(past.get_seq_length()) if past is not None else 0
             if path == "cache_off":
-                out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=False,
+                keep = kv_step is not None and t == kv_step
+                out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=keep,
                             output_hidden_states=hidden, **extra)
+                if keep:
+                    kv = cache_rows(out.past_key_values)
             elif t == 0:
+                first = {"past_key_values": cache_factory(model)} if cache_factory else {}
                 out = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=True,
-                            output_hidden_states=hidden, **extra)
+                            output_hidden_states=hidden, **first, **extra)
             else:
                 out = model(input_ids=torch.tensor([[seq[-1]]], dtype=torch.long), past_key_values=past,
                             use_cache=True, output_hidden_states=hidden, **extra)
@@ -378,6 +397,10 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
     res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls}
     if hidden:
         res["hidden_states"] = torch.stack(hrows).contiguous()
+    if kv_step is not None:
+        res["k_rows"], res["v_rows"] = cache_rows(past) if path == "cache_on" else kv
+        if path == "cache_off":
+            res["kv_step"] = kv_step
     return res
 
 
@@ -408,6 +431,7 @@ def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: s
         "calls": run["calls"],
         # cache ON and OFF: one forward per generated token; a scenario's run says which forward chose which token
         "call_of_step": run.get("call_of_step", list(range(len(run["calls"])))),
+        **({"kv_step": run["kv_step"]} if "kv_step" in run else {}),
     }
 
 
@@ -510,6 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=_positive_int("--chunk"), default=4, help="chunked: tokens per chunk (default 4)")
     p.add_argument("--at-step", type=_positive_int("--at-step"), default=3,
                    help="refill, restore: the event follows this step's token (default 3)")
+    p.add_argument("--kv", action="store_true",
+                   help="also store k_rows / v_rows: a cache-ON side's cache at the end, the cache-OFF side's "
+                        "recompute of step --kv-step (the cached_kv rule, docs/SCENARIOS.md)")
+    p.add_argument("--kv-step", type=int, default=0, help="with --kv: the cache-OFF step whose K/V are stored "
+                                                          "(default 0: the prompt's recompute)")
     p.add_argument("--threads", type=_positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
     p.add_argument("--out", help="output folder (created if missing)")
     p.add_argument("--self-test", action="store_true", help="check step_draw and the sampler, then exit")
@@ -533,7 +562,7 @@ def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampl
         for side in ("scenario", "reference"):
             try:
                 run = run_side(model, ids, args.scenario, side, sampler, args.max_new_tokens, chunk=args.chunk,
-                               at_step=args.at_step, shared=shared, donor=donor)
+                               at_step=args.at_step, shared=shared, donor=donor, kv=args.kv)
             except ValueError as e:  # a scenario this model or transformers cannot express: say so, exit 2
                 raise InputError(f"{args.model}: {e}") from None
             meta = trace_metadata(engine_version=version, attention=args.attention, model=mmeta, dtype=args.dtype,
@@ -541,7 +570,7 @@ def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampl
                                   scenario={"name": args.scenario, "side": side, **opts})
             out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention, args.strategy,
                                                              args.seed, f"{args.scenario}.{side}"))
-            write_trace(out_path, meta, {"logits": run["logits"]})
+            write_trace(out_path, meta, {k: run[k] for k in ("logits", "k_rows", "v_rows") if k in run})
             print(f"{out_path}: {args.scenario} {side} T={len(run['generated_ids'])} calls {run['calls'][:2]}... "
                   f"tokens {run['generated_ids']}", flush=True)
     return 0
@@ -570,6 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as e:
             raise InputError(f"{args.out}: cannot create the output folder ({e.strerror})") from None
         sampler = Sampler(args.strategy, args.top_k, args.top_p, args.temperature, args.seed)
+        if args.kv and not 0 <= args.kv_step < args.max_new_tokens:
+            raise InputError(f"command line: --kv-step must be in [0, {args.max_new_tokens - 1}] "
+                             f"(got {args.kv_step})")
 
         model = load_model(args.model, args.dtype, args.attention, args.threads)
         import transformers
@@ -581,7 +613,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p in prompts[:args.n]:
             for on_off in args.paths:
                 path = PATHS[on_off]
-                run = run_path(model, p["ids"], path, sampler, args.max_new_tokens, hidden=args.hidden)
+                run = run_path(model, p["ids"], path, sampler, args.max_new_tokens, hidden=args.hidden,
+                               kv_step=args.kv_step if args.kv else None)
                 if run["logits"].shape[1] != vocab:
                     raise InputError(f"{args.model}: the model returned {run['logits'].shape[1]} logits per row, "
                                      f"config.json says vocab_size {vocab}")
@@ -591,6 +624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tensors = {"logits": run["logits"]}
                 if args.hidden:
                     tensors["hidden_states"] = run["hidden_states"]
+                if args.kv:
+                    tensors["k_rows"], tensors["v_rows"] = run["k_rows"], run["v_rows"]
                 out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention,
                                                                  args.strategy, args.seed, on_off))
                 write_trace(out_path, meta, tensors)

@@ -8,7 +8,7 @@
 load() raises ValueError("<file>: <field>: <what>") for anything docs/TRACES.md calls a bad trace: not a safetensors
 file or truncated, no kvconf.trace metadata or not JSON, a format other than kvconf.trace/1, a missing or mistyped
 field, logits not (T, V), a non-finite logit, a token id outside [0, V), draws outside [0, 1) or of the wrong length,
-hidden_states not (T, L + 1, H), k_rows / v_rows on a cache_off trace or not (L, N, D_kv).
+hidden_states not (T, L + 1, H), k_rows / v_rows on a cache_off trace without kv_step or not (L, N, D_kv).
 
 CLI: python read_trace.py FILE... prints one summary line per file; exit 2 with one stderr line on a bad trace.
 """
@@ -100,8 +100,9 @@ def _check_scenario(path: str, meta: dict) -> None:
     if not isinstance(calls, list) or not calls:
         _fail(path, "calls", "not a non-empty list")
     for i, c in enumerate(calls):
-        if not isinstance(c, list) or len(c) != 2 or not all(_is_int(x) and x >= 0 for x in c) or c[0] < 1:
-            _fail(path, f"calls[{i}]", f"{c!r} is not [tokens fed >= 1, cached rows >= 0]")
+        if (not isinstance(c, list) or len(c) not in (2, 3) or not all(_is_int(x) and x >= 0 for x in c) or c[0] < 1
+                or (len(c) == 3 and c[2] < c[0])):
+            _fail(path, f"calls[{i}]", f"{c!r} is not [tokens fed >= 1, cached rows >= 0(, rows of the call >= fed)]")
     cs = meta["call_of_step"]
     if not isinstance(cs, list) or len(cs) != len(meta["generated_ids"]):
         _fail(path, "call_of_step", f"not a list of {len(meta['generated_ids'])} call indices")
@@ -224,8 +225,8 @@ def load(path: str) -> tuple[dict, dict]:
         expect("hidden_states", (T, L + 1, H), 3)
     kv = [k for k in ("k_rows", "v_rows") if k in infos]
     if kv:
-        if meta["path"] != "cache_on":
-            _fail(path, kv[0], "present on a cache_off trace (cache ON only)")
+        if meta["path"] != "cache_on" and "kv_step" not in meta:
+            _fail(path, kv[0], "present on a cache_off trace without kv_step (the step whose recompute computed them)")
         if len(kv) != 2:
             _fail(path, "v_rows" if kv == ["k_rows"] else "k_rows", "missing (k_rows and v_rows come together)")
         expect("k_rows", None, 3)

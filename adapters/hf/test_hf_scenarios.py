@@ -1,6 +1,8 @@
-# Test of the transformers adapter's scenarios (docs/SCENARIOS.md): both sides of prefix, chunked, refill and restore
-# on llama2-tiny (fp16, sdpa), judged by `kvconf check --dir --model` (exit 0: every rule passes), with the paths the
-# sides reported checked (scenario_path) and restore bitwise; prints each scenario's verdicts and differences.
+# Test of the transformers adapter's scenarios (docs/SCENARIOS.md): cache ON/OFF and both sides of prefix, chunked,
+# refill and restore on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
+# (exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the
+# cached K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv.
+# Prints each scenario's verdicts.
 """Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
 import argparse
 import json
@@ -22,11 +24,14 @@ def main() -> int:
     traces = os.path.join(a.out, "traces")
     model = os.path.join(a.fixtures, "models", "llama2-tiny")
     failures = []
-    for scenario in ("prefix", "chunked", "refill", "restore"):
-        subprocess.run([sys.executable, os.path.join(HERE, "kvconf_hf_trace.py"), "--model", model, "--prompts",
+    def adapter(script, scenario, folder):
+        subprocess.run([sys.executable, os.path.join(HERE, script), "--model", model, "--prompts",
                         os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2", "--max-new-tokens", "8",
                         "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario, "--chunk", "5",
-                        "--at-step", "3", "--out", traces], check=True, capture_output=True, text=True)
+                        "--at-step", "3", "--kv", "--out", folder], check=True, capture_output=True, text=True)
+
+    for scenario in ("cache", "prefix", "chunked", "refill", "restore"):
+        adapter("kvconf_hf_trace.py", scenario, traces)
     out = os.path.join(a.out, "check")
     p = subprocess.run([a.kvconf, "check", "--dir", traces, "--model", model, "--out", out], capture_output=True,
                        text=True)
@@ -37,18 +42,36 @@ def main() -> int:
     seen = {}
     for r in records:
         rules = {x["rule"]: x for x in r["rules"]}
-        scenario = r["profile"].split("+")[-1]
+        scenario = r["profile"].split("+")[-1] if "+" in r["profile"] else "cache"
         seen[scenario] = seen.get(scenario, 0) + 1
         print(f"{r['profile']} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
                                                               for k, v in rules.items()))
-        if "scenario_path" not in rules or not rules["scenario_path"]["pass"]:
-            failures.append(f"{r['profile']} {r['prompt_id']}: scenario_path missing or failed")
+        for rule in ("scenario_path", "cached_kv"):
+            if rule not in rules or not rules[rule]["pass"]:
+                failures.append(f"{r['profile']} {r['prompt_id']}: {rule} missing or failed")
         if scenario == "restore" and not rules.get("scenario_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
         if scenario in ("refill", "restore") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
-    if seen != {"prefix": 2, "chunked": 2, "refill": 2, "restore": 2}:
+    if seen != {"cache": 2, "prefix": 2, "chunked": 2, "refill": 2, "restore": 2}:
         failures.append(f"pairs per scenario: {seen}")
+
+    # The planted narrow cache: the cache-ON side keeps K/V with bf16's 8 significand bits.
+    planted = os.path.join(a.out, "planted")
+    adapter("planted_narrow_cache.py", "cache", planted)
+    out = os.path.join(a.out, "check-planted")
+    p = subprocess.run([a.kvconf, "check", "--dir", planted, "--model", model, "--out", out], capture_output=True,
+                       text=True)
+    if p.returncode != 1:
+        failures.append(f"kvconf check on the planted narrow cache exited {p.returncode}, expected 1 (a rule failed)")
+    for line in open(os.path.join(out, "pairs.jsonl")):
+        r = json.loads(line)
+        rules = {x["rule"]: x for x in r["rules"]}
+        kv = rules.get("cached_kv", {})
+        print(f"planted narrow cache {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
+                                                                      for k, v in rules.items()))
+        if kv.get("pass", True) or "layer 0 row" not in kv.get("detail", ""):
+            failures.append(f"planted narrow cache {r['prompt_id']}: cached_kv did not fail naming layer 0: {kv}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

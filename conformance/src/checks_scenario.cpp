@@ -108,37 +108,42 @@ KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim) {
   return r;
 }
 
-std::vector<bool> same_projection_rows(const std::vector<CallRecord>& a, const std::vector<CallRecord>& b,
-                                       std::size_t rows, const kernels::NormKernel& norm, const kernels::GemmKernel& g,
-                                       std::size_t kv_dim, std::size_t hidden) {
-  // The M of the call that last wrote each row (0: none).
-  const auto m_of = [rows](const std::vector<CallRecord>& calls) {
-    std::vector<std::size_t> m(rows, 0);
-    for (const CallRecord& c : calls)
-      for (std::size_t p = c.cached; p < c.cached + c.fed && p < rows; ++p) m[p] = c.batch_rows();
-    return m;
+std::vector<int> kv_gate(const std::vector<CallRecord>& a, const std::vector<CallRecord>& b, std::size_t rows,
+                         const kernels::NormKernel* norm, const kernels::GemmKernel* g, std::size_t kv_dim,
+                         std::size_t hidden) {
+  const auto computing = [rows](const std::vector<CallRecord>& calls) {
+    std::vector<const CallRecord*> c(rows, nullptr);
+    for (const CallRecord& x : calls)
+      for (std::size_t p = x.cached; p < x.cached + x.fed && p < rows; ++p) c[p] = &x;
+    return c;
   };
-  const std::vector<std::size_t> ma = m_of(a), mb = m_of(b);
-  std::vector<bool> same(rows, false);
-  for (std::size_t p = 0; p < rows; ++p)
-    same[p] = ma[p] != 0 && mb[p] != 0 &&
-              (ma[p] == mb[p] || (norm.path({ma[p], hidden}).name == norm.path({mb[p], hidden}).name &&
-                                  g.path({ma[p], kv_dim, hidden}).name == g.path({mb[p], kv_dim, hidden}).name));
-  return same;
+  const auto ca = computing(a), cb = computing(b);
+  std::vector<int> gate(rows, 0);
+  for (std::size_t p = 0; p < rows; ++p) {
+    if (!ca[p] || !cb[p]) continue;
+    const CallRecord &x = *ca[p], &y = *cb[p];
+    const std::size_t ma = x.batch_rows(), mb = y.batch_rows();
+    if (x.fed == y.fed && x.cached == 0 && y.cached == 0 && ma == mb)
+      gate[p] = 2;
+    else if (ma == mb || (norm && g && norm->path({ma, hidden}).name == norm->path({mb, hidden}).name &&
+                          g->path({ma, kv_dim, hidden}).name == g->path({mb, kv_dim, hidden}).name))
+      gate[p] = 1;
+  }
+  return gate;
 }
 
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
-                           const std::vector<bool>& same, const std::string& bitwise_why, std::uint64_t seed) {
+                           const std::vector<int>& gate, const std::string& bitwise_why, std::uint64_t seed) {
   const std::size_t L = std::min(a.k.size(), b.k.size()), D = a.kv_dim;
   double gated = 0.0, max_k = 0.0, max_v = 0.0;
-  std::size_t compared = 0, differing = 0, gated_rows = 0;
+  std::size_t compared = 0, differing = 0, gated_rows = 0, all_layer_rows = 0;
   std::string first;
   if (a.kv_dim != b.kv_dim || a.k.size() != b.k.size())
     return detail::bitwise_result("cached_kv", 1.0, seed,
                                   scenario + ": the two caches have different shapes (" + std::to_string(a.k.size()) +
                                       " x " + std::to_string(a.kv_dim) + " vs " + std::to_string(b.k.size()) + " x " +
                                       std::to_string(b.kv_dim) + ")");
-  for (std::size_t p = 0; p < rows; ++p) gated_rows += p < same.size() && same[p];
+  for (std::size_t p = 0; p < rows && p < gate.size(); ++p) gated_rows += gate[p] > 0, all_layer_rows += gate[p] > 1;
   for (std::size_t l = 0; l < L; ++l)
     for (int side = 0; side < 2; ++side) {
       const std::span<const float> x = side ? a.v[l] : a.k[l], y = side ? b.v[l] : b.k[l];
@@ -146,21 +151,24 @@ CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const K
         const double d = std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i]));
         (side ? max_v : max_k) = std::max(side ? max_v : max_k, d);
         const std::size_t p = i / D;
-        const bool gate = !bitwise_why.empty() || (l == 0 && p < same.size() && same[p]);
-        if (!gate) continue;
+        const int level = p < gate.size() ? gate[p] : 0;
+        if (bitwise_why.empty() && !(level == 2 || (level == 1 && l == 0))) continue;
         ++compared;
         if (std::bit_cast<std::uint32_t>(x[i]) == std::bit_cast<std::uint32_t>(y[i])) continue;
         gated = std::max(gated, std::max(d, 1e-300));
         if (differing++ == 0)
           first = std::string(side ? "V" : "K") + " layer " + std::to_string(l) + " row " + std::to_string(p) +
-                  " head " + std::to_string((i % D) / std::max<std::size_t>(a.head_dim, 1)) + ": " + detail::num(x[i]) +
-                  " (side A) vs " + detail::num(y[i]) + " (side B)";
+                  (a.head_dim ? " head " + std::to_string((i % D) / a.head_dim) : " column " + std::to_string(i % D)) +
+                  ": " + detail::num(x[i]) + " (side A) vs " + detail::num(y[i]) + " (side B)";
       }
     }
-  const std::string what = bitwise_why.empty()
-                               ? "layer 0, the " + std::to_string(gated_rows) + " of " + std::to_string(rows) +
-                                     " rows both sides projected with the same arithmetic, bit for bit"
-                               : "every layer and row bit for bit (" + bitwise_why + ")";
+  const std::string what =
+      bitwise_why.empty()
+          ? "layer 0, the " + std::to_string(gated_rows) + " of " + std::to_string(rows) +
+                " rows both sides computed with the same arithmetic" +
+                (all_layer_rows ? " (" + std::to_string(all_layer_rows) + " of them in every layer)" : std::string()) +
+                ", bit for bit"
+          : "every layer and row bit for bit (" + bitwise_why + ")";
   return detail::bitwise_result(
       "cached_kv", gated, seed,
       scenario + ": " + what + ": " +
@@ -250,7 +258,7 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
   const std::size_t rows = std::min({a.cache.n, b.cache.n, prompt.size() + shared_steps});
   r.push_back(cached_kv_rule(
       name, kv_rows_of(a.cache, cfg.head_dim), kv_rows_of(b.cache, cfg.head_dim), rows,
-      same_projection_rows(a.calls, b.calls, rows, *ctx.kernels().norm, *ctx.kernels().gemm, cfg.kv_dim(), cfg.hidden),
+      kv_gate(a.cache_calls, b.cache_calls, rows, ctx.kernels().norm, ctx.kernels().gemm, cfg.kv_dim(), cfg.hidden),
       s == Scenario::restore ? std::string("restore: bitwise for every engine") : bitwise_why, seed));
   if (s == Scenario::restore || invariant) {
     if (run_out) *run_out = run;

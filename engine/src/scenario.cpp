@@ -74,9 +74,17 @@ class Side {
   }
   void switch_to(Context& c) { ctx_ = &c; }
   Context& ctx() { return *ctx_; }
-  // The result, with the cache of the context the side ended in (its recompute's for a cache-OFF side).
-  ScenarioResult take(bool recompute = false) {
-    r_.cache = recompute ? ctx_->last_recompute_cache() : ctx_->cache();
+  // The cache-OFF side keeps its first recompute's cache (the prompt's rows) and the call that computed it.
+  void keep_recompute_cache() {
+    r_.cache = ctx_->last_recompute_cache();
+    r_.cache_calls = {r_.calls.back()};
+  }
+  // The result; unless kept above, with the cache of the context the side ended in and every call.
+  ScenarioResult take() {
+    if (r_.cache_calls.empty()) {
+      r_.cache = ctx_->cache();
+      r_.cache_calls = r_.calls;
+    }
     return std::move(r_);
   }
 
@@ -202,9 +210,10 @@ ScenarioResult run_reference(Context& ctx, std::span<const int> prompt, Scenario
   ctx.reset();
   Side side(ctx, o);
   for (std::size_t t = 0; t < o.steps; ++t) {
-    if (s == Scenario::cache)
+    if (s == Scenario::cache) {
       side.call([&](Context& c) { return c.recompute(seq, o.forward); });
-    else if (t == 0)
+      if (t == 0) side.keep_recompute_cache();
+    } else if (t == 0)
       side.call([&](Context& c) { return c.prefill(seq, o.forward); });
     else
       side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
@@ -212,7 +221,7 @@ ScenarioResult run_reference(Context& ctx, std::span<const int> prompt, Scenario
     if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
     seq.push_back(tok);
   }
-  return side.take(s == Scenario::cache);
+  return side.take();
 }
 
 }  // namespace kvconf::engine

@@ -105,8 +105,14 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
   if (!c.is_array() || c.empty()) bad(file, "calls", "expected a non-empty array of [fed, cached] pairs");
   for (std::size_t i = 0; i < c.size(); ++i) {
     const std::string f = "calls[" + std::to_string(i) + "]";
-    if (!c[i].is_array() || c[i].size() != 2) bad(file, f, "expected [tokens fed, cached rows]");
-    t.calls.emplace_back(uint(file, c[i][0], f + "[0]", 1), uint(file, c[i][1], f + "[1]"));
+    if (!c[i].is_array() || c[i].size() < 2 || c[i].size() > 3)
+      bad(file, f, "expected [tokens fed, cached rows] or [tokens fed, cached rows, rows of the whole call]");
+    Trace::Call call{uint(file, c[i][0], f + "[0]", 1), uint(file, c[i][1], f + "[1]")};
+    if (c[i].size() == 3) {
+      call.batch = uint(file, c[i][2], f + "[2]", 1);
+      if (call.batch < call.fed) bad(file, f + "[2]", "a call of fewer rows than this sequence fed");
+    }
+    t.calls.push_back(call);
   }
   const json& cs = m["call_of_step"];
   if (!cs.is_array() || cs.size() != T) bad(file, "call_of_step", "expected " + std::to_string(T) + " call indices");
@@ -199,6 +205,11 @@ Trace read_trace(const fs::path& file) {
   }
   t.side_a = t.cache_on;
   read_scenario(file, m, format == kTraceFormat11, t);
+  if (m.contains("kv_step")) {
+    if (format != kTraceFormat11) bad(file, "kv_step", std::string("needs format '") + kTraceFormat11 + "'");
+    t.kv_step = uint(file, m["kv_step"], "kv_step");
+    if (*t.kv_step >= T) bad(file, "kv_step", "expected a step from 0 to " + std::to_string(T) + " - 1");
+  }
   const engine::TensorView* lg = st->find("logits");
   if (!lg) bad(file, "logits", "missing tensor");
   if (lg->shape.size() != 2 || lg->shape[0] != T || lg->shape[1] != t.vocab)
@@ -244,7 +255,9 @@ Trace read_trace(const fs::path& file) {
   if (kr || vr) {
     const char* name = kr ? "k_rows" : "v_rows";
     if (!kr || !vr) bad(file, kr ? "v_rows" : "k_rows", "missing (k_rows and v_rows come together)");
-    if (!t.cache_on) bad(file, name, "present in a cache_off trace (only the cache-ON path writes a cache)");
+    if (!t.cache_on && !t.kv_step)
+      bad(file, name, "present in a cache_off trace without kv_step (the step whose recompute computed them)");
+    if (t.cache_on && t.kv_step) bad(file, "kv_step", "given in a cache_on trace (its rows are its cache's)");
     if (t.n_layers == 0) bad(file, "model.n_layers", "required when the trace has k_rows and v_rows");
     if (kr->shape.size() != 3 || kr->shape[0] != t.n_layers || kr->shape[1] == 0 || kr->shape[2] == 0)
       bad(file, "k_rows",
@@ -252,6 +265,10 @@ Trace read_trace(const fs::path& file) {
     if (vr->shape != kr->shape) bad(file, "v_rows", "shape differs from k_rows'");
     t.kv_rows = kr->shape[1];
     t.kv_dim = kr->shape[2];
+    if (t.kv_step && t.kv_rows != t.prompt_ids.size() + *t.kv_step)
+      bad(file, "k_rows",
+          std::to_string(t.kv_rows) + " rows, but the recompute of step kv_step = " + std::to_string(*t.kv_step) +
+              " computes " + std::to_string(t.prompt_ids.size() + *t.kv_step));
     if (t.kv_rows > t.prompt_ids.size() + T)
       bad(file, "k_rows",
           std::to_string(t.kv_rows) + " rows, more than the " + std::to_string(t.prompt_ids.size() + T) +

@@ -78,8 +78,38 @@ engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.s
 
 std::vector<engine::CallRecord> calls_of(const Trace& t) {
   std::vector<engine::CallRecord> v;
-  for (const auto& [fed, cached] : t.calls) v.push_back({fed, cached});
+  for (const Trace::Call& c : t.calls) v.push_back({c.fed, c.cached, c.batch});
   return v;
+}
+
+// The trace's K/V rows as per-layer spans.
+conformance::KvRows kv_rows_of(const Trace& t) {
+  conformance::KvRows r;
+  r.kv_dim = t.kv_dim;
+  r.head_dim = 0;  // not in the trace: heads are not named
+  for (std::size_t l = 0; l < t.n_layers; ++l) {
+    r.k.emplace_back(t.k_rows.data() + l * t.kv_rows * t.kv_dim, t.kv_rows * t.kv_dim);
+    r.v.emplace_back(t.v_rows.data() + l * t.kv_rows * t.kv_dim, t.kv_rows * t.kv_dim);
+  }
+  return r;
+}
+
+// cached_kv on traces that both carry K/V rows: side A's cache at its end against side B's (its cache, or for a
+// cache-OFF trace the recompute of step kv_step). An engine is a black box, so a row counts as computed alike when the
+// calls that computed it are alike: the same call on both sides from an empty cache (the same forward over the same
+// tokens: every layer bit for bit), or calls of the same number of rows (layer 0, whose input is the embeddings:
+// bit for bit). Restore and --expect-bitwise demand every layer and row.
+std::optional<results::CheckResult> kv_rule(const TracePair& p, std::size_t shared_steps, bool expect_bitwise) {
+  if (p.on.k_rows.empty() || p.off.k_rows.empty() || p.on.calls.empty() || p.off.calls.empty()) return std::nullopt;
+  std::vector<engine::CallRecord> a = calls_of(p.on), b = calls_of(p.off);
+  if (p.off.kv_step) b = {b.at(p.off.call_of_step.at(*p.off.kv_step))};  // the rows came from that recompute
+  const std::size_t rows = std::min({p.on.kv_rows, p.off.kv_rows, p.on.prompt_ids.size() + shared_steps});
+  const std::vector<int> gate = conformance::kv_gate(a, b, rows);
+  return conformance::cached_kv_rule(p.on.scenario, kv_rows_of(p.on), kv_rows_of(p.off), rows, gate,
+                                     p.on.scenario == "restore" ? "restore: bitwise for every engine"
+                                     : expect_bitwise           ? "--expect-bitwise"
+                                                                : "",
+                                     p.on.seed);
 }
 
 // scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
@@ -122,6 +152,8 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
   rec.free = conformance::regime_record(run);
   if (auto path = path_rule(p)) rec.rules.push_back(std::move(*path));
   if (p.on.scenario == "cache") rec.rules.push_back(prefill_bitwise(p));
+  if (auto kv = kv_rule(p, run.flip ? *run.flip : run.steps.size(), expect_bitwise))
+    rec.rules.push_back(std::move(*kv));
   for (results::CheckResult& r :
        conformance::scenario_bitwise_rules(*engine::parse_scenario(p.on.scenario), p.on.at_step,
                                            expect_bitwise ? "--expect-bitwise" : "", run, p.on.seed))

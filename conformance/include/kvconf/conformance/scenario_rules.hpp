@@ -48,24 +48,25 @@ struct KvRows {
 };
 KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim);
 
-// Which rows' layer-0 K/V both sides computed with the same arithmetic: each row's computing call (the last call
-// that fed it: `calls`' fed rows from `cached` on) had M rows on each side (batch_rows) for which the input norm
-// (NormKernel::path of M rows: PyTorch's reduction layout depends on the row count) and the K/V projection `g`
-// (N = kv_dim, K = hidden) take the same paths (by name). Layer 0's input is then the same on both sides (the
-// embedding rows, normed alike), so those rows must be bit for bit equal. A row no call fed (a prefix taken from
-// another request) is not among them.
-std::vector<bool> same_projection_rows(const std::vector<engine::CallRecord>& a,
-                                       const std::vector<engine::CallRecord>& b, std::size_t rows,
-                                       const kernels::NormKernel& norm, const kernels::GemmKernel& g,
-                                       std::size_t kv_dim, std::size_t hidden);
+// How far each of the first `rows` cache rows must agree bit for bit (cached_kv_rule's `gate`), from the calls that
+// computed them (each row's last call that fed it: fed rows from `cached` on; `a`, `b`: the calls behind each side's
+// cache): 2 (every layer) where both sides' calls are the same call from an empty cache (fed, batch rows equal, cached
+// 0: the same forward over the same tokens); 1 (layer 0, whose input is the embedding rows on both sides) where the
+// calls had the same number of rows M, or, given the kernels, M's for which the input norm and the K/V projection
+// take the same paths (NormKernel::path: PyTorch's reduction layout depends on the row count; GemmKernel::path with
+// N = kv_dim, K = hidden); 0 otherwise, and for a row no call fed (a prefix taken from another request).
+std::vector<int> kv_gate(const std::vector<engine::CallRecord>& a, const std::vector<engine::CallRecord>& b,
+                         std::size_t rows, const kernels::NormKernel* norm = nullptr,
+                         const kernels::GemmKernel* g = nullptr, std::size_t kv_dim = 0, std::size_t hidden = 0);
 
 // cached_kv: side A's cached K/V against side B's over the first `rows` rows (the rows of the tokens both sides
 // share): bit for bit in every layer when `bitwise_why` is not empty (restore, an invariant profile,
-// --expect-bitwise), otherwise bit for bit in layer 0 on the rows `same` marks; the rest measured (the largest |ΔK|
-// and |ΔV| over every layer and row, in the detail). A failure names the layer, row and head of the first
-// difference. A cache kept in a narrower format than the model computes in fails it on the prompt's rows.
+// --expect-bitwise), otherwise per row as `gate` says (0: measured only, 1: layer 0 bit for bit, 2: every layer bit
+// for bit); the rest measured (the largest |ΔK| and |ΔV| over every layer and row, in the detail). A failure names
+// the layer, row and head of the first difference. A cache kept in a narrower format than the model computes in
+// fails it on the prompt's rows.
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
-                           const std::vector<bool>& same, const std::string& bitwise_why, std::uint64_t seed);
+                           const std::vector<int>& gate, const std::string& bitwise_why, std::uint64_t seed);
 
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind

@@ -68,9 +68,11 @@ struct ScenarioResult {
   GenerateResult gen;                     // tokens, and logits when the options keep them
   std::vector<CallRecord> calls;          // every forward call of this side, in order
   std::vector<std::size_t> call_of_step;  // index into calls of the call whose logits step t used
-  // The side's KV cache at its end (the cached_kv rule): side A's (restore: the copy's), side B's (cache: the last
-  // recompute's, which holds every row of the sequence but the newest token).
+  // The side's KV cache (the cached_kv rule) and the calls that computed its rows: side A's at its end (restore: the
+  // copy's) with every call; side B's at its end, but for the cache scenario the recompute of step 0 (the prompt's
+  // rows, computed by the same call as side A's prefill) with that one call.
   KvCache cache;
+  std::vector<CallRecord> cache_calls;
 };
 
 // The scenario driver's variation points. The defaults are the scenario done right; each planted scenario fault

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,15 +35,22 @@ struct Trace {
   std::size_t n_layers = 0, hidden_size = 0;            // model.n_layers / model.hidden_size (0 when absent)
   std::vector<std::vector<std::vector<float>>> hidden;  // (T, L + 1, H) when the trace has hidden_states, else empty
   std::size_t kv_rows = 0, kv_dim = 0;                  // N and D_kv of k_rows / v_rows (L, N, D_kv); 0 when absent
-  std::vector<float> k_rows, v_rows;                    // (L, N, D_kv) flattened, cache_on traces only
+  std::vector<float> k_rows, v_rows;                    // (L, N, D_kv) flattened
+  // 1.1, a cache_off trace's k_rows / v_rows: the step whose recompute computed them (N = prompt + kv_step rows);
+  // absent elsewhere (a cache-ON side's rows are its cache at the end).
+  std::optional<std::size_t> kv_step;
   // 1.1: the scenario this trace is one side of ("cache" for 1 and when absent); side A is the scenario's execution
   // (for "cache": the cache_on path), side B the plain one it must agree with; the scenario's options (0: not given).
   std::string scenario = "cache";
   bool side_a = false;
   std::size_t chunk = 0, at_step = 0, shared = 0;
-  // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over}, and for
-  // each generated token the index of the call whose logits chose it.
-  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over, rows of the
+  // whole call (a batch's; 0 when not given: alone)}, and for each generated token the index of the call whose
+  // logits chose it.
+  struct Call {
+    std::size_t fed = 0, cached = 0, batch = 0;
+  };
+  std::vector<Call> calls;
   std::vector<std::size_t> call_of_step;
 
   // "<fp32|fp16|bf16>-<engine>-<attention>" ("+<scenario>" for a scenario other than cache): the profile name the

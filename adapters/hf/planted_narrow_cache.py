@@ -1,0 +1,30 @@
+# A planted fault for the cached_kv rule (docs/SCENARIOS.md): kvconf_hf_trace.py whose cache-ON path keeps its KV cache
+# in a narrower format than the model computes in (every K and V row stored with 8 significand bits, bf16's, in an
+# fp16 or fp32 model; with 4, float8_e4m3's, in a bf16 one), as an engine configured with a low-precision cache type
+# would. The cache-OFF side (and its K/V capture) is transformers' own. Same command line as kvconf_hf_trace.py.
+"""Usage: planted_narrow_cache.py <kvconf_hf_trace.py options>"""
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import kvconf_hf_trace as hf  # noqa: E402
+
+
+def narrow_cache(model):
+    import torch
+    from transformers import DynamicCache
+
+    class NarrowCache(DynamicCache):
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            narrow = torch.float8_e4m3fn if key_states.dtype == torch.bfloat16 else torch.bfloat16
+            return super().update(key_states.to(narrow).to(key_states.dtype),
+                                  value_states.to(narrow).to(value_states.dtype), layer_idx, *args, **kwargs)
+
+    return NarrowCache(config=model.config)
+
+
+if __name__ == "__main__":
+    hf.run_path = functools.partial(hf.run_path, cache_factory=narrow_cache)
+    sys.exit(hf.main())
