@@ -7,22 +7,27 @@
 * refill  -- after step `at_step` the cache is dropped and everything but the newest token prefilled again (a
              preempted request recomputed), which the next step decodes;
 * restore -- after step `at_step` the cache is deep-copied (saved and restored) and generation goes on with the copy;
+* batch   -- the prompt in a left-padded batch with other requests (`batch_with`; attention_mask and position_ids
+             as generate() builds them), prefilled in one forward, then every sequence decodes one token per forward
+             (the others greedy);
 * reference -- the plain cache-ON run every scenario is compared with.
 
 Every forward is recorded as [tokens fed, rows the cache it was given holds] (cache.get_seq_length(), as transformers
 reports it), and each step's token comes from kvconf's sampler with the shared draw step_draw(seed, t), as in
-kvconf_hf_trace.run_path. batch (a left-padded batch) is not written yet.
+kvconf_hf_trace.run_path. In a batch, each forward is recorded as [this sequence's tokens fed, its rows already
+cached, rows of the whole call (padding included)], from the attention mask.
 """
 from __future__ import annotations
 
 import copy
 from typing import Sequence
 
-SCENARIOS = ("prefix", "chunked", "refill", "restore")
+SCENARIOS = ("prefix", "chunked", "refill", "restore", "batch")
 
 
 def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
-             at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False) -> dict:
+             at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False,
+             batch_with: Sequence[Sequence[int]] = ()) -> dict:
     """One side ("scenario" or "reference") of `scenario`: {"generated_ids", "draws", "logits" (T, V), "calls",
     "call_of_step"}, and with kv the side's cache at the end ("k_rows", "v_rows"). ValueError for options the
     scenario cannot use."""
@@ -41,6 +46,10 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
         raise ValueError(f"at_step must be in [1, {steps - 2}] (got {at_step})")
     if scenario == "prefix" and (not 1 <= shared < n or list(donor[:shared]) != seq[:shared]):
         raise ValueError(f"the donor must share the prompt's first {shared} tokens, 1 <= shared < {n}")
+    if scenario == "batch" and (not batch_with or any(len(o) == 0 for o in batch_with)):
+        raise ValueError("batch: at least one other non-empty prompt to batch with")
+    if scenario == "batch" and side == "scenario":
+        return _run_batch(model, seq, [list(map(int, o)) for o in batch_with], sampler, steps, kv)
     extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
     calls, call_of_step, rows, generated, draws = [], [], [], [], []
 
@@ -94,4 +103,52 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
            "call_of_step": call_of_step}
     if kv:
         res["k_rows"], res["v_rows"] = hf.cache_rows(cache)
+    return res
+
+
+def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) -> dict:
+    """Side A of batch: seq (index 0) left-padded into one batch with `others`, as generate() pads a batch."""
+    import torch
+
+    import kvconf_hf_trace as hf
+    extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
+    seqs = [seq] + others
+    B, L, n = len(seqs), max(len(s) for s in seqs), len(seq)
+    pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    mask = [[0] * (L - len(s)) + [1] * len(s) for s in seqs]  # (B, L), then one column per step
+    ids = [[pad] * (L - len(s)) + s for s in seqs]
+    pos = [[0] * (L - len(s)) + list(range(len(s))) for s in seqs]  # generate(): cumsum(mask) - 1, pads clamped
+    calls, call_of_step, rows, generated, draws = [], [], [], [], []
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos),
+                    use_cache=True, **extra)
+        cache = out.past_key_values
+        calls.append([n, 0, B * L])
+        for t in range(steps):
+            if t > 0:
+                for m in mask:
+                    m.append(1)
+                cached = int(cache.get_seq_length())
+                out = model(input_ids=torch.tensor([[s[-1]] for s in seqs]), attention_mask=torch.tensor(mask),
+                            position_ids=torch.tensor([[len(s) - 1] for s in seqs]), past_key_values=cache,
+                            use_cache=True, **extra)
+                cache = out.past_key_values
+                if int(cache.get_seq_length()) != cached + 1:
+                    raise RuntimeError(f"the batch's cache holds {int(cache.get_seq_length())} rows after a decode "
+                                       f"over {cached}")
+                calls.append([1, len(seq) - 1, B])
+            row = out.logits[0, -1, :].clone()
+            u = hf.step_draw(sampler.seed, t)
+            tok = hf.sample(row, sampler, u)
+            rows.append(row)
+            call_of_step.append(len(calls) - 1)
+            generated.append(tok)
+            draws.append(u)
+            for i in range(1, B):  # the other requests: greedy
+                seqs[i].append(int(torch.argmax(out.logits[i, -1, :].float())))
+            seq.append(tok)
+    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
+           "call_of_step": call_of_step}
+    if kv:  # this sequence's rows: its padding dropped
+        res["k_rows"], res["v_rows"] = hf.cache_rows(cache, index=0, start=L - n)
     return res

@@ -329,14 +329,15 @@ def _supports_logits_to_keep(model) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
-def cache_rows(cache) -> tuple:
-    """A transformers cache's K (after RoPE) and V rows as kvconf.trace's k_rows / v_rows: (L, N, kv_heads * d),
-    float32 (exact widening of the cache's dtype)."""
+def cache_rows(cache, index: int = 0, start: int = 0) -> tuple:
+    """A transformers cache's K (after RoPE) and V rows of batch entry `index`, from row `start` on, as kvconf.trace's
+    k_rows / v_rows: (L, N, kv_heads * d), float32 (exact widening of the cache's dtype)."""
     import torch
     ks, vs = [], []
-    for layer in cache.layers:  # keys / values: (batch 1, kv_heads, N, d)
+    for layer in cache.layers:  # keys / values: (batch, kv_heads, rows, d)
         for t, out in ((layer.keys, ks), (layer.values, vs)):
-            out.append(t[0].transpose(0, 1).reshape(t.shape[2], -1).float())
+            rows = t[index, :, start:, :]
+            out.append(rows.transpose(0, 1).reshape(rows.shape[1], -1).float())
     return torch.stack(ks).contiguous(), torch.stack(vs).contiguous()
 
 
@@ -557,12 +558,16 @@ def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampl
         shared = max(1, len(ids) // 2)
         other = prompts[(i + 1) % len(prompts)]["ids"]
         donor = ids[:shared] + [int(t) for t in other[1:]]
-        opts = {"prefix": {"shared": shared}, "chunked": {"chunk": args.chunk},
+        opts = {"prefix": {"shared": shared}, "chunked": {"chunk": args.chunk}, "batch": {},
                 "refill": {"at_step": args.at_step}, "restore": {"at_step": args.at_step}}[args.scenario]
+        # batch, as kvconf's engine: a longer request (the next prompt, then this one) and a shorter one (the next
+        # prompt's first third of min(len(next), len(this)), at least one token).
+        batch_with = [[int(t) for t in other] + ids, [int(t) for t in other[:max(1, min(len(other), len(ids)) // 3)]]]
         for side in ("scenario", "reference"):
             try:
                 run = run_side(model, ids, args.scenario, side, sampler, args.max_new_tokens, chunk=args.chunk,
-                               at_step=args.at_step, shared=shared, donor=donor, kv=args.kv)
+                               at_step=args.at_step, shared=shared, donor=donor, kv=args.kv,
+                               batch_with=batch_with)
             except ValueError as e:  # a scenario this model or transformers cannot express: say so, exit 2
                 raise InputError(f"{args.model}: {e}") from None
             meta = trace_metadata(engine_version=version, attention=args.attention, model=mmeta, dtype=args.dtype,

@@ -1,8 +1,8 @@
 # Test of the transformers adapter's scenarios (docs/SCENARIOS.md): cache ON/OFF and both sides of prefix, chunked,
-# refill and restore on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
-# (exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the
-# cached K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv.
-# Prints each scenario's verdicts.
+# refill, restore and batch (left-padded) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by
+# `kvconf check --dir --model` (exit 0: every rule passes), with the paths the sides reported checked
+# (scenario_path), restore bitwise and the cached K/V compared (cached_kv); then the planted narrow cache
+# (planted_narrow_cache.py) must fail cached_kv. Prints each scenario's verdicts.
 """Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
 import argparse
 import json
@@ -30,7 +30,7 @@ def main() -> int:
                         "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario, "--chunk", "5",
                         "--at-step", "3", "--kv", "--out", folder], check=True, capture_output=True, text=True)
 
-    for scenario in ("cache", "prefix", "chunked", "refill", "restore"):
+    for scenario in ("cache", "prefix", "chunked", "refill", "restore", "batch"):
         adapter("kvconf_hf_trace.py", scenario, traces)
     out = os.path.join(a.out, "check")
     p = subprocess.run([a.kvconf, "check", "--dir", traces, "--model", model, "--out", out], capture_output=True,
@@ -53,7 +53,7 @@ def main() -> int:
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
         if scenario in ("refill", "restore") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
-    if seen != {"cache": 2, "prefix": 2, "chunked": 2, "refill": 2, "restore": 2}:
+    if seen != {"cache": 2, "prefix": 2, "chunked": 2, "refill": 2, "restore": 2, "batch": 2}:
         failures.append(f"pairs per scenario: {seen}")
 
     # The planted narrow cache: the cache-ON side keeps K/V with bf16's 8 significand bits.
