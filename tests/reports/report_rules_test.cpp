@@ -172,6 +172,29 @@ TEST(ReportRules, NoFp32OrInvariantRulesForOtherProfiles) {
   EXPECT_EQ(v[0].name, "FlipsAreNearTies");
 }
 
+// A scenario's pairs ("<profile>+<scenario>", kvconf model --scenario) get ScenarioRules, failing on any failed pair
+// rule and counting each rule; the fp32 falsification rules are not applied to fp32's scenario pairs (they carry no
+// noise floor, and the paper's rules judge the cache pair: on stories260K, Fp32KlRatio failed fp32+batch before).
+TEST(ReportRules, ScenarioProfilesGetScenarioRulesNotTheFp32Rules) {
+  ReportInput in;
+  in.pairs.push_back(synthetic_pair("m", "fp16-eager+batch", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 1e-3));
+  in.pairs.push_back(synthetic_pair("m", "fp32+batch", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 1e-3));
+  for (auto& p : in.pairs) p.rules.push_back({"cached_kv", true, 0.0, 0.0, 1.0, 1, "equal"});
+  auto v = evaluate_rules(in);
+  EXPECT_EQ(find(v, "model.m.fp32+batch", "Fp32KlRatio"), nullptr);
+  EXPECT_EQ(find(v, "model.m.fp32+batch", "Fp32TokensIdentical"), nullptr);
+  const RuleVerdict* r = find(v, "model.m.fp16-eager+batch", "ScenarioRules");
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->pass) << r->detail;
+  EXPECT_NE(r->detail.find("cached_kv 0/1 failing"), std::string::npos) << r->detail;
+  in.pairs[0].rules.back().pass = false;
+  v = evaluate_rules(in);
+  r = find(v, "model.m.fp16-eager+batch", "ScenarioRules");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->pass);
+  EXPECT_NE(r->detail.find("cached_kv 1/1 failing"), std::string::npos) << r->detail;
+}
+
 TEST(ReportRules, KernelVerdictPerCheckResultAndSkippedCases) {
   ReportInput in;
   in.kernels.push_back(synthetic_kernel("cpu.attn.a1_flash2.f16", "attention", 64, 128, 0.25));
