@@ -25,6 +25,30 @@ from typing import Sequence
 SCENARIOS = ("prefix", "chunked", "refill", "restore", "batch")
 
 
+class _Steps:
+    """What a side records per step: its logits row, the shared draw, the token kvconf's sampler chose from them, and
+    the call whose logits those were."""
+
+    def __init__(self, sampler):
+        self.sampler, self.rows, self.draws, self.generated, self.call_of_step = sampler, [], [], [], []
+
+    def choose(self, out, t: int, calls: list) -> int:
+        import kvconf_hf_trace as hf
+        row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
+        u = hf.step_draw(self.sampler.seed, t)
+        tok = hf.sample(row, self.sampler, u)
+        self.rows.append(row)
+        self.call_of_step.append(len(calls) - 1)
+        self.generated.append(tok)
+        self.draws.append(u)
+        return tok
+
+    def result(self, calls: list) -> dict:
+        import torch
+        return {"generated_ids": self.generated, "draws": self.draws, "logits": torch.stack(self.rows).contiguous(),
+                "calls": calls, "call_of_step": self.call_of_step}
+
+
 def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
              at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False,
              batch_with: Sequence[Sequence[int]] = ()) -> dict:
@@ -51,7 +75,7 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
     if scenario == "batch" and side == "scenario":
         return _run_batch(model, seq, [list(map(int, o)) for o in batch_with], sampler, steps, kv)
     extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
-    calls, call_of_step, rows, generated, draws = [], [], [], [], []
+    calls, steps_ = [], _Steps(sampler)
 
     def forward(ids, cache, record=True):
         cached = int(cache.get_seq_length()) if cache is not None else 0
@@ -87,20 +111,12 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
             if t > 0:
                 out = forward([seq[-1]], cache)
                 cache = out.past_key_values
-            row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
-            u = hf.step_draw(sampler.seed, t)
-            tok = hf.sample(row, sampler, u)
-            rows.append(row)
-            call_of_step.append(len(calls) - 1)
-            generated.append(tok)
-            draws.append(u)
-            seq.append(tok)
+            seq.append(steps_.choose(out, t, calls))
             if side == "scenario" and t + 1 == at_step and scenario == "refill":
                 cache = forward(seq[:-1], None).past_key_values  # preempted: rebuilt by one prefill
             if side == "scenario" and t + 1 == at_step and scenario == "restore":
                 cache = copy.deepcopy(cache)  # saved and restored
-    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
-           "call_of_step": call_of_step}
+    res = steps_.result(calls)
     if kv:
         res["k_rows"], res["v_rows"] = hf.cache_rows(cache)
     return res
@@ -118,7 +134,7 @@ def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) ->
     mask = [[0] * (L - len(s)) + [1] * len(s) for s in seqs]  # (B, L), then one column per step
     ids = [[pad] * (L - len(s)) + s for s in seqs]
     pos = [[0] * (L - len(s)) + list(range(len(s))) for s in seqs]  # generate(): cumsum(mask) - 1, pads clamped
-    calls, call_of_step, rows, generated, draws = [], [], [], [], []
+    calls, steps_ = [], _Steps(sampler)
     with torch.inference_mode():
         out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos),
                     use_cache=True, **extra)
@@ -137,18 +153,11 @@ def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) ->
                     raise RuntimeError(f"the batch's cache holds {int(cache.get_seq_length())} rows after a decode "
                                        f"over {cached}")
                 calls.append([1, len(seq) - 1, B])
-            row = out.logits[0, -1, :].clone()
-            u = hf.step_draw(sampler.seed, t)
-            tok = hf.sample(row, sampler, u)
-            rows.append(row)
-            call_of_step.append(len(calls) - 1)
-            generated.append(tok)
-            draws.append(u)
+            tok = steps_.choose(out, t, calls)
             for i in range(1, B):  # the other requests: greedy
                 seqs[i].append(int(torch.argmax(out.logits[i, -1, :].float())))
             seq.append(tok)
-    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": calls,
-           "call_of_step": call_of_step}
+    res = steps_.result(calls)
     if kv:  # this sequence's rows: its padding dropped
         res["k_rows"], res["v_rows"] = hf.cache_rows(cache, index=0, start=L - n)
     return res

@@ -333,6 +333,11 @@ def cache_rows(cache, index: int = 0, start: int = 0) -> tuple:
     """A transformers cache's K (after RoPE) and V rows of batch entry `index`, from row `start` on, as kvconf.trace's
     k_rows / v_rows: (L, N, kv_heads * d), float32 (exact widening of the cache's dtype)."""
     import torch
+    held = [int(layer.keys.shape[2]) for layer in cache.layers]
+    if len(set(held)) != 1:  # Gemma-2's sliding-window layers keep only their last rows
+        raise ValueError(f"--kv: this model's cache holds {min(held)} rows in some layers and {max(held)} in others "
+                         f"(sliding-window layers keep only their last rows), so its K/V rows cannot be written as "
+                         f"k_rows / v_rows (L, N, D_kv)")
     ks, vs = [], []
     for layer in cache.layers:  # keys / values: (batch, kv_heads, rows, d)
         for t, out in ((layer.keys, ks), (layer.values, vs)):
@@ -618,8 +623,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p in prompts[:args.n]:
             for on_off in args.paths:
                 path = PATHS[on_off]
-                run = run_path(model, p["ids"], path, sampler, args.max_new_tokens, hidden=args.hidden,
-                               kv_step=args.kv_step if args.kv else None)
+                try:
+                    run = run_path(model, p["ids"], path, sampler, args.max_new_tokens, hidden=args.hidden,
+                                   kv_step=args.kv_step if args.kv else None)
+                except ValueError as e:  # K/V rows this model's cache cannot give: say so, exit 2
+                    raise InputError(f"{args.model}: {e}") from None
                 if run["logits"].shape[1] != vocab:
                     raise InputError(f"{args.model}: the model returned {run['logits'].shape[1]} logits per row, "
                                      f"config.json says vocab_size {vocab}")

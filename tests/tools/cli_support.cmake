@@ -29,3 +29,18 @@ function(kvconf_expect_bad what pattern)
   endif()
   message(STATUS "ok ${what}: ${body}")
 endfunction()
+
+# kvconf_records(OUT DIR...): the records of folders' pairs.jsonl, each without "seconds", sorted: what must agree
+# between a merge of shards and one run.
+function(kvconf_records out)
+  set(all "")
+  foreach(dir ${ARGN})
+    file(STRINGS "${dir}/pairs.jsonl" lines)
+    foreach(line IN LISTS lines)
+      string(JSON line REMOVE "${line}" seconds)
+      list(APPEND all "${line}")
+    endforeach()
+  endforeach()
+  list(SORT all)
+  set(${out} "${all}" PARENT_SCOPE)
+endfunction()
