@@ -1,10 +1,12 @@
 // ScenarioConformance (docs/SCENARIOS.md): the scenarios in which two executions of the same sequence must agree, on
-// the fixtures under every CPU profile: a shared prefix taken from another request's cache vs computed fresh, the
-// prompt prefilled in chunks (1, 4 and 7 tokens) vs in one call, the cache dropped and refilled mid-generation, the
-// context copied (saved and restored) mid-generation. Each prompt's rules: the path each side took, bitwise for
-// restore and for the invariant profile, the near-tie rules otherwise (scenario_rules.hpp).
-// Names: Cpu/ScenarioConformance.<Prefix|Chunked|Refill|Restore|Batch>/<fixture>__<profile>__<strategy>...; built with
-// KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
+// the fixtures under every CPU profile: cache ON vs OFF under the scenario rules (its path and cached_kv), a shared
+// prefix taken from another request's cache vs computed fresh, the prompt prefilled in chunks (1, 4 and 7 tokens) vs
+// in one call, the cache dropped and refilled mid-generation, the context copied (saved and restored)
+// mid-generation, the prompt prefilled and decoded in a batch with a longer and a shorter request vs alone. Each
+// prompt's rules: the path each side took, cached_kv, bitwise for restore and for the invariant profile, the near-tie
+// rules otherwise (scenario_rules.hpp).
+// Names: Cpu/ScenarioConformance.<Cache|Prefix|Chunked|Refill|Restore|Batch>/<fixture>__<profile>__<strategy>...;
+// built with KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
 #include "kvconf/conformance/scenario_rules.hpp"
 #include "model_suite_support.hpp"
 
@@ -60,6 +62,7 @@ void run_case(engine::Scenario s, const std::vector<std::size_t>& chunks = {0}) 
   ::testing::Test::RecordProperty("divergence_rate", num17(static_cast<double>(diverged) / static_cast<double>(runs)));
 }
 
+TEST_P(ScenarioConformance, Cache) { run_case(engine::Scenario::cache); }
 TEST_P(ScenarioConformance, Prefix) { run_case(engine::Scenario::prefix); }
 TEST_P(ScenarioConformance, Chunked) { run_case(engine::Scenario::chunked, {1, 4, 7}); }
 TEST_P(ScenarioConformance, Refill) { run_case(engine::Scenario::refill); }
