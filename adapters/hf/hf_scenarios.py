@@ -25,6 +25,26 @@ from typing import Sequence
 SCENARIOS = ("prefix", "chunked", "refill", "restore", "batch")
 
 
+class Hooks:
+    """The scenario drivers' variation points, each the scenario done right. adapters/hf/planted_scenario_faults.py
+    replaces HOOKS with realistic bugs, as kvconf's engine takes its planted scenario faults through ScenarioHooks."""
+
+    def prefix_rows(self, shared: int) -> int:
+        """prefix: the donor cache's rows the request keeps (the driver then prefills from token `shared` on)."""
+        return shared
+
+    def chunks(self, n: int, chunk: int) -> list:
+        """chunked: the [begin, end) token ranges the prompt of n tokens is prefilled in."""
+        return [(b, min(n, b + chunk)) for b in range(0, n, chunk)]
+
+    def batch_mask(self, mask: list) -> list:
+        """batch: the attention mask the batched forwards get ((B, columns) of 0 for padding, 1 for tokens)."""
+        return mask
+
+
+HOOKS = Hooks()
+
+
 class _Steps:
     """What a side records per step: its logits row, the shared draw, the token kvconf's sampler chose from them, and
     the call whose logits those were."""
@@ -94,14 +114,14 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
             out = forward(seq, None)
         elif scenario == "chunked":
             out, cache = None, None
-            for b in range(0, n, chunk):
-                out = forward(seq[b:b + chunk], cache)
+            for b, e in HOOKS.chunks(n, chunk):
+                out = forward(seq[b:e], cache)
                 cache = out.past_key_values
         else:  # prefix: the donor request's prefill is another request's forward, not one of this run's calls
             donor_out = forward(list(donor), None, record=False)
             cache = donor_out.past_key_values
             try:
-                cache.crop(shared - len(donor))  # transformers 5: a negative count of rows to drop
+                cache.crop(HOOKS.prefix_rows(shared) - len(donor))  # transformers 5: a negative count to drop
             except RuntimeError as e:  # a sliding-window layer already past its window keeps no rows to roll back
                 raise ValueError(f"prefix: transformers cannot take the first {shared} rows of this model's cache "
                                  f"(DynamicCache.crop: {str(e).splitlines()[0]})") from None
@@ -136,7 +156,8 @@ def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) ->
     pos = [[0] * (L - len(s)) + list(range(len(s))) for s in seqs]  # generate(): cumsum(mask) - 1, pads clamped
     calls, steps_ = [], _Steps(sampler)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos),
+        out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(HOOKS.batch_mask(mask)),
+                    position_ids=torch.tensor(pos),
                     use_cache=True, **extra)
         cache = out.past_key_values
         calls.append([n, 0, B * L])
@@ -145,7 +166,8 @@ def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) ->
                 for m in mask:
                     m.append(1)
                 cached = int(cache.get_seq_length())
-                out = model(input_ids=torch.tensor([[s[-1]] for s in seqs]), attention_mask=torch.tensor(mask),
+                out = model(input_ids=torch.tensor([[s[-1]] for s in seqs]),
+                            attention_mask=torch.tensor(HOOKS.batch_mask(mask)),
                             position_ids=torch.tensor([[len(s) - 1] for s in seqs]), past_key_values=cache,
                             use_cache=True, **extra)
                 cache = out.past_key_values

@@ -2,7 +2,8 @@
 # refill, restore and batch (left-padded) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by
 # `kvconf check --dir --model` (exit 0: every rule passes), with the paths the sides reported checked
 # (scenario_path), restore bitwise and the cached K/V compared (cached_kv); then the planted narrow cache
-# (planted_narrow_cache.py) must fail cached_kv. Prints each scenario's verdicts.
+# (planted_narrow_cache.py) must fail cached_kv, and each planted scenario fault (planted_scenario_faults.py) the rule
+# that names it. Prints each scenario's verdicts.
 """Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
 import argparse
 import json
@@ -24,8 +25,8 @@ def main() -> int:
     traces = os.path.join(a.out, "traces")
     model = os.path.join(a.fixtures, "models", "llama2-tiny")
     failures = []
-    def adapter(script, scenario, folder):
-        subprocess.run([sys.executable, os.path.join(HERE, script), "--model", model, "--prompts",
+    def adapter(script, scenario, folder, *first):
+        subprocess.run([sys.executable, os.path.join(HERE, script), *first, "--model", model, "--prompts",
                         os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2", "--max-new-tokens", "8",
                         "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario, "--chunk", "5",
                         "--at-step", "3", "--kv", "--out", folder], check=True, capture_output=True, text=True)
@@ -72,6 +73,24 @@ def main() -> int:
                                                                       for k, v in rules.items()))
         if kv.get("pass", True) or "layer 0 row" not in kv.get("detail", ""):
             failures.append(f"planted narrow cache {r['prompt_id']}: cached_kv did not fail naming layer 0: {kv}")
+    # The planted scenario faults (planted_scenario_faults.py): each must fail the rule that names it.
+    for fault, scenario, rule in (("prefix_row_short", "prefix", "scenario_path"),
+                                  ("chunk_boundary_skip", "chunked", "scenario_path"),
+                                  ("batch_padding_leaks", "batch", "perturbation_rounding_sized")):
+        folder = os.path.join(a.out, fault)
+        adapter("planted_scenario_faults.py", scenario, folder, fault)
+        out = folder + "-check"
+        p = subprocess.run([a.kvconf, "check", "--dir", folder, "--model", model, "--out", out], capture_output=True,
+                           text=True)
+        if p.returncode != 1:
+            failures.append(f"{fault}: kvconf check exited {p.returncode}, expected 1")
+        for line in open(os.path.join(out, "pairs.jsonl")):
+            r = json.loads(line)
+            rules = {x["rule"]: x for x in r["rules"]}
+            print(f"planted {fault} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
+                                                                     for k, v in rules.items()))
+            if rules.get(rule, {}).get("pass", True):
+                failures.append(f"planted {fault} {r['prompt_id']}: {rule} did not fail")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

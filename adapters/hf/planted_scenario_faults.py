@@ -1,0 +1,47 @@
+# Planted scenario faults on the transformers side (docs/SCENARIOS.md): kvconf_hf_trace.py with one realistic bug in
+# the scenario driver (hf_scenarios.HOOKS), as kvconf's engine plants its own (engine/faults/scenario_faults.hpp):
+#   prefix_row_short     the request keeps one row fewer of the donor's cache than the shared prefix, then prefills
+#                        from the shared length on (an off-by-one in the prefix length)
+#   chunk_boundary_skip  the second chunk starts one token late
+#   batch_padding_leaks  the batch's attention mask marks the padding as tokens (the mask dropped): a shorter request
+#                        attends over the pad tokens in front of it
+# Usage: planted_scenario_faults.py FAULT <kvconf_hf_trace.py options>
+"""Usage: planted_scenario_faults.py prefix_row_short|chunk_boundary_skip|batch_padding_leaks <adapter options>"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import hf_scenarios  # noqa: E402
+import kvconf_hf_trace as hf  # noqa: E402
+
+
+class PrefixRowShort(hf_scenarios.Hooks):
+    def prefix_rows(self, shared):
+        return shared - 1
+
+
+class ChunkBoundarySkip(hf_scenarios.Hooks):
+    def chunks(self, n, chunk):
+        v = super().chunks(n, chunk)
+        if len(v) >= 2:
+            v[1] = (v[1][0] + 1, v[1][1])
+            if v[1][0] == v[1][1]:
+                del v[1]
+        return v
+
+
+class BatchPaddingLeaks(hf_scenarios.Hooks):
+    def batch_mask(self, mask):
+        return [[1] * len(row) for row in mask]
+
+
+FAULTS = {"prefix_row_short": PrefixRowShort, "chunk_boundary_skip": ChunkBoundarySkip,
+          "batch_padding_leaks": BatchPaddingLeaks}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in FAULTS:
+        print(f"planted_scenario_faults: the first argument must be one of {', '.join(FAULTS)}", file=sys.stderr)
+        sys.exit(2)
+    hf_scenarios.HOOKS = FAULTS[sys.argv[1]]()
+    sys.exit(hf.main(sys.argv[2:]))
