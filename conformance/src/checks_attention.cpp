@@ -421,4 +421,54 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
   return {result_of(cmp, base, seed, what)};
 }
 
+CheckResults check_attention_batch_invariance(const AttentionKernel& kern, const AttentionCase& c, std::uint64_t seed) {
+  const std::string nt = notes(kern, c, seed);
+  const bool bitwise = kern.info.cache_invariant;
+  const std::string base = "batch";
+  const auto& s = c.call.shape;
+  // The last row decoded alone, and the same call in batched decode launches.
+  const AttentionCall alone = sub_call(c.call, s.n_q - 1, s.n_q);
+  const std::vector<std::size_t> sizes = {4, 64};
+  std::vector<AttentionCall> calls = {alone};
+  for (std::size_t b : sizes) {
+    AttentionCall in_batch = alone;
+    in_batch.batch = b;
+    calls.push_back(in_batch);
+  }
+  for (const auto& call : calls)
+    if (auto why = kern.supports(call))
+      return {detail::unsupported_result(base + (bitwise ? "_bitwise" : "_bound"), *why, seed)};
+  const Problem p = make_problem(kern.info.in, c.call, c.data, seed);
+  const std::size_t krow = s.n_kv_heads * s.d, vrow = s.n_kv_heads * s.d_v, row = s.n_heads * s.d_v;
+  const std::size_t r0 = s.n_q - 1;
+  auto run_in = [&](const AttentionCall& call) {
+    return run(kern, call, q_rows(p, r0, s.n_q), recap(p.k, krow, s.n_kv, call.cap(), std::nullopt),
+               recap(p.v, vrow, s.n_kv, call.cap(), std::nullopt));
+  };
+  const auto y_alone = run_in(alone);
+  std::optional<Oracle> o;
+  std::vector<double> b_alone;
+  if (!bitwise) {
+    o = oracle(kern, p, r0, s.n_q);  // the last row only: its bounds are the oracle's row 0
+    b_alone = bounds(*o, kern.pipeline(alone), 0, 1);
+  }
+  detail::Comparison cmp;
+  cmp.out = kern.info.out;
+  cmp.bitwise = bitwise;
+  std::string paths = kern.pipeline(alone).name;
+  for (std::size_t j = 1; j < calls.size(); ++j) {
+    const auto y = run_in(calls[j]);
+    paths += " | batch " + std::to_string(calls[j].batch) + ": " + kern.pipeline(calls[j]).name;
+    std::vector<double> b;
+    if (!bitwise) b = bounds(*o, kern.pipeline(calls[j]), 0, 1);
+    for (std::size_t i = 0; i < y.size(); ++i)
+      cmp.add(y[i], y_alone[i], j, r0 * row + i, bitwise ? 0.0 : b[i] + b_alone[i]);
+  }
+  const std::size_t ctx = bitwise ? cmp.diff_ctx : cmp.where[cmp.worst.index].first;
+  const std::size_t at = bitwise ? cmp.diff_index : cmp.where[cmp.worst.index].second;
+  const std::string what = "decode row alone vs inside launches of 4 and 64 sequences (" + paths +
+                           "); worst at batch " + std::to_string(calls[ctx].batch) + " " + where(s, at) + nt;
+  return {result_of(cmp, base, seed, what)};
+}
+
 }  // namespace kvconf::conformance

@@ -61,6 +61,22 @@ KVCONF_INSTANTIATE_SUITE_P(AttentionConformance,
                            ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformance);
 
+// Batch invariance (docs/SCENARIOS.md "batch"): the case's last row decoded alone vs inside batched decode launches;
+// its own suite name, so the per-case property sets of AttentionConformance stay what Python/parity compares.
+class AttentionBatchInvariance : public ::testing::TestWithParam<AttnParam> {};
+
+TEST_P(AttentionBatchInvariance, DecodeAloneMatchesInBatch) {
+  const auto& [k, c] = GetParam();
+  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
+  const auto r = check_attention_batch_invariance(*k, c, seed_for("attention_batch", c.id()));
+  record(r);
+  expect_pass(r);
+}
+
+KVCONF_INSTANTIATE_SUITE_P(AttentionBatchInvariance,
+                           ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionBatchInvariance);
+
 class AttentionConformanceSeeds : public ::testing::TestWithParam<AttnParam> {};
 
 TEST_P(AttentionConformanceSeeds, SlowManySeeds) {

@@ -2,7 +2,8 @@
 // runs the standard kernel (A1). Decode (n_q = 1) runs the split kernel, as flash_attn_with_kvcache does
 // when new K/V are appended in the call (force_split_kernel): block_n = 256 / 128 / 64 for head dims
 // <= 64 / <= 128 / 256, n_blocks = ceil(capacity / block_n) (FA2 passes the cache capacity as seqlen_k),
-// split count from num_splits_heuristic with an emulated H100 (132 SMs, the caller passes 2·SMs), splits
+// split count from num_splits_heuristic over batch · heads · m_blocks tiles (AttentionCall::batch: a sequence
+// splits differently inside a batched decode step) with an emulated H100 (132 SMs, the caller passes 2·SMs), splits
 // of ceil(n_blocks / S) blocks aligned at key 0. Each split is an A1 pass normalised by its own sum (fp32)
 // with lse = m + log_f32(l); empty splits have lse = −inf and contribute 0; combine_splits() then casts
 // once. With S = 1 FA2 runs the split kernel without the combine and writes fl_out(acc·inv_sum), which is
@@ -39,8 +40,10 @@ SplitPlan plan(const AttentionCall& c) {
   const std::size_t heads = swapped ? s.n_kv_heads : s.n_heads;
   const std::size_t rows = swapped ? s.n_heads / s.n_kv_heads : 1;
   const std::size_t m_blocks = (rows + 63) / 64;
+  // FA2 passes batch · heads · m_blocks: the same sequence splits differently inside a batched decode step.
   p.splits = static_cast<std::size_t>(
-      num_splits_heuristic(static_cast<int>(heads * m_blocks), 2 * kEmulatedSMs, static_cast<int>(p.n_blocks), 128));
+      num_splits_heuristic(static_cast<int>(std::max<std::size_t>(c.batch, 1) * heads * m_blocks), 2 * kEmulatedSMs,
+                           static_cast<int>(p.n_blocks), 128));
   p.blocks_per_split = (p.n_blocks + p.splits - 1) / p.splits;
   return p;
 }

@@ -307,5 +307,27 @@ TEST(MutantBatchInvariance, M1SplitKClaimingInvarianceIsCaught) {
   EXPECT_TRUE(all_pass(ok)) << describe(ok);
 }
 
+// Attention: FA2's split-KV decode (A2) splits by batch · heads tiles, so a sequence's row changes with the launch's
+// batch; planted as a claim of invariance, check_attention_batch_invariance's batch_bitwise catches it, while the
+// kernel as registered (no claim) passes batch_bound and A7 (fixed splits, claiming invariance) passes bitwise.
+TEST(MutantBatchInvariance, SplitKvDecodeClaimingInvarianceIsCaught) {
+  const AttentionCase c = attn_case(4, 2048, 64, 4, 4, true, 0, 0.0, inv_sqrt(64));
+  const kernels::Registry cpu = kernels::cpu_registry();
+  AttentionKernel a2 = *cpu.find_attention("cpu.attn.a2_splitkv.f16");
+  const CheckResults honest = check_attention_batch_invariance(a2, c, 1);
+  EXPECT_EQ(honest[0].rule, "batch_bound");
+  EXPECT_TRUE(all_pass(honest)) << describe(honest);
+  EXPECT_NE(honest[0].detail.find("batch 64: splitkv"), std::string::npos) << honest[0].detail;
+  a2.info.cache_invariant = true;  // the planted claim
+  const CheckResults r = check_attention_batch_invariance(a2, c, 1);
+  EXPECT_EQ(r[0].rule, "batch_bitwise");
+  EXPECT_FALSE(all_pass(r)) << "A2's split count does not depend on the batch here: " << describe(r);
+  const AttentionKernel* a7 = cpu.find_attention("cpu.attn.a7_fixedsplit.f16");
+  ASSERT_NE(a7, nullptr);
+  const CheckResults ok = check_attention_batch_invariance(*a7, c, 1);
+  EXPECT_EQ(ok[0].rule, "batch_bitwise");
+  EXPECT_TRUE(all_pass(ok)) << describe(ok);
+}
+
 }  // namespace
 }  // namespace kvconf::conformance

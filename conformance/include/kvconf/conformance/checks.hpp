@@ -56,6 +56,12 @@ CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, con
 // Other kernels: outputs at different capacities differ by no more than the sum of their bounds (capacity_bound).
 CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 
+// Batch invariance for attention (docs/SCENARIOS.md "batch"): the case's last row decoded alone against the same call
+// inside batched decode launches of 4 and 64 sequences (AttentionCall::batch), the other sequences' rows being their
+// own: bitwise when the kernel claims cache_invariant, else within the sum of both launches' bounds (batch_bound).
+CheckResults check_attention_batch_invariance(const kernels::AttentionKernel& k, const AttentionCase& c,
+                                              std::uint64_t seed);
+
 // Measured cache-ON vs cache-OFF difference (OnOffDiff), no bound (the table in docs/KERNELS.md): the same runs as
 // check_projection_cache_on_off (all T rows) and check_attention_cache_on_off (the decode row).
 OnOffDiff measure_projection_on_off(const kernels::GemmKernel& k, const ProjectionCase& c, std::uint64_t seed);

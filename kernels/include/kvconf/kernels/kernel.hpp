@@ -112,6 +112,9 @@ struct AttentionCall {
   ref::AttentionShape shape;
   ref::AttentionParams params;
   std::size_t capacity = 0;  // >= shape.n_kv; 0 means shape.n_kv
+  // Sequences in the launch this call is part of (a batched decode step; 1: alone). The rows are this sequence's;
+  // only a kernel whose launch plan depends on the batch reads it (FA2's split heuristic counts batch · heads tiles).
+  std::size_t batch = 1;
   std::size_t cap() const { return capacity == 0 ? shape.n_kv : capacity; }
 };
 
