@@ -57,40 +57,34 @@ def main() -> int:
     if seen != {"cache": 2, "prefix": 2, "chunked": 2, "refill": 2, "restore": 2, "batch": 2}:
         failures.append(f"pairs per scenario: {seen}")
 
+    def planted(label, folder, rule, naming=""):
+        """kvconf check on a planted adapter's traces: exit 1, and `rule` failing on every pair (its detail holding
+        `naming`)."""
+        out = folder + "-check"
+        p = subprocess.run([a.kvconf, "check", "--dir", folder, "--model", model, "--out", out], capture_output=True,
+                           text=True)
+        if p.returncode != 1:
+            failures.append(f"{label}: kvconf check exited {p.returncode}, expected 1 (a rule failed)")
+        for line in open(os.path.join(out, "pairs.jsonl")):
+            r = json.loads(line)
+            rules = {x["rule"]: x for x in r["rules"]}
+            print(f"planted {label} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
+                                                                     for k, v in rules.items()))
+            x = rules.get(rule, {})
+            if x.get("pass", True) or naming not in x.get("detail", ""):
+                failures.append(f"planted {label} {r['prompt_id']}: {rule} did not fail naming '{naming}': {x}")
+
     # The planted narrow cache: the cache-ON side keeps K/V with bf16's 8 significand bits.
-    planted = os.path.join(a.out, "planted")
-    adapter("planted_narrow_cache.py", "cache", planted)
-    out = os.path.join(a.out, "check-planted")
-    p = subprocess.run([a.kvconf, "check", "--dir", planted, "--model", model, "--out", out], capture_output=True,
-                       text=True)
-    if p.returncode != 1:
-        failures.append(f"kvconf check on the planted narrow cache exited {p.returncode}, expected 1 (a rule failed)")
-    for line in open(os.path.join(out, "pairs.jsonl")):
-        r = json.loads(line)
-        rules = {x["rule"]: x for x in r["rules"]}
-        kv = rules.get("cached_kv", {})
-        print(f"planted narrow cache {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                                      for k, v in rules.items()))
-        if kv.get("pass", True) or "layer 0 row" not in kv.get("detail", ""):
-            failures.append(f"planted narrow cache {r['prompt_id']}: cached_kv did not fail naming layer 0: {kv}")
+    folder = os.path.join(a.out, "narrow_cache")
+    adapter("planted_narrow_cache.py", "cache", folder)
+    planted("narrow cache", folder, "cached_kv", "layer 0 row")
     # The planted scenario faults (planted_scenario_faults.py): each must fail the rule that names it.
     for fault, scenario, rule in (("prefix_row_short", "prefix", "scenario_path"),
                                   ("chunk_boundary_skip", "chunked", "scenario_path"),
                                   ("batch_padding_leaks", "batch", "perturbation_rounding_sized")):
         folder = os.path.join(a.out, fault)
         adapter("planted_scenario_faults.py", scenario, folder, fault)
-        out = folder + "-check"
-        p = subprocess.run([a.kvconf, "check", "--dir", folder, "--model", model, "--out", out], capture_output=True,
-                           text=True)
-        if p.returncode != 1:
-            failures.append(f"{fault}: kvconf check exited {p.returncode}, expected 1")
-        for line in open(os.path.join(out, "pairs.jsonl")):
-            r = json.loads(line)
-            rules = {x["rule"]: x for x in r["rules"]}
-            print(f"planted {fault} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                                     for k, v in rules.items()))
-            if rules.get(rule, {}).get("pass", True):
-                failures.append(f"planted {fault} {r['prompt_id']}: {rule} did not fail")
+        planted(fault, folder, rule)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
