@@ -167,6 +167,7 @@ std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKe
 
       // Its attention over its own cache: (sq.n, H, d).
       kernels::AttentionCall a = layer_attention_call(c, l, sq.n, sq.pos0, cache.capacity);
+      a.batch = S;  // one launch over the batch's sequences (FA2's split heuristic counts them)
       hooks.attention_call(a, c, call.cached_path, call.cached_path && sq.n == 1);
       const kernels::AttentionKernel& ak = (sq.n == 1) ? *k.attn_decode : *k.attn_prefill;
       if (S == 1 && !call.batch_attention) {
