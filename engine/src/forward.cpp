@@ -170,16 +170,15 @@ std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKe
       a.batch = S;  // one launch over the batch's sequences (FA2's split heuristic counts them)
       hooks.attention_call(a, c, call.cached_path, call.cached_path && sq.n == 1);
       const kernels::AttentionKernel& ak = (sq.n == 1) ? *k.attn_decode : *k.attn_prefill;
-      if (S == 1 && !call.batch_attention) {
-        hooks.attention(ak, a, q, cache.k[l], cache.v[l], attn, sq.decode);
+      static const BatchAttention plain_attention;  // the forward hooks' attention over the sequence's own rows
+      const BatchAttention& attend = call.batch_attention ? *call.batch_attention : plain_attention;
+      if (S == 1) {  // q and attn are this sequence's rows
+        attend.run(hooks, ak, a, q, cache.k[l], cache.v[l], attn, sq.decode, longest);
         continue;
       }
       const auto qs = rows_of(q, qd);
       Vec q_i(qs.begin(), qs.end()), out_i(sq.n * qd);
-      if (call.batch_attention)
-        call.batch_attention->run(hooks, ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode, longest);
-      else
-        hooks.attention(ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode);
+      attend.run(hooks, ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode, longest);
       std::ranges::copy(out_i, attn.begin() + sq.row0 * qd);
     }
     patch_op(o, l, OpStage::attn, attn, n);

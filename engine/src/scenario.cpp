@@ -37,8 +37,6 @@ std::optional<Scenario> parse_scenario(std::string_view s) {
   return std::nullopt;
 }
 
-std::optional<std::string> scenario_unavailable(Scenario /*s*/) { return std::nullopt; }
-
 std::vector<std::pair<std::size_t, std::size_t>> ScenarioHooks::chunks(std::size_t n, std::size_t chunk) const {
   std::vector<std::pair<std::size_t, std::size_t>> v;
   for (std::size_t b = 0; b < n; b += chunk) v.emplace_back(b, std::min(n, b + chunk));
@@ -103,8 +101,6 @@ std::size_t shared_prefix(std::span<const int> a, std::span<const int> b) {
 
 void check_options(std::span<const int> prompt, Scenario s, const ScenarioOptions& so, const GenerateOptions& o) {
   if (prompt.empty()) throw std::invalid_argument("kvconf::engine::run_scenario: the prompt is empty");
-  if (auto why = scenario_unavailable(s))
-    throw std::invalid_argument("scenario " + std::string(scenario_name(s)) + ": " + *why);
   if (s == Scenario::chunked && so.chunk == 0) throw std::invalid_argument("scenario chunked: chunk = 0");
   if ((s == Scenario::refill || s == Scenario::restore) && (so.at_step == 0 || so.at_step + 1 >= o.steps))
     throw std::invalid_argument("scenario " + std::string(scenario_name(s)) +

@@ -81,9 +81,9 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
   pr.total = plan.size();
   pr.resumed = res.resumed;
   pr.done = res.resumed;
-  // The record's answers and time, appended to the store; progress.
-  std::chrono::steady_clock::time_point p0;
-  const auto finish = [&](results::RunPairRecord& rec, const ProtocolPrompt& p) {
+  // The record's answers and its time since p0, appended to the store; progress.
+  const auto finish = [&](results::RunPairRecord& rec, const ProtocolPrompt& p,
+                          std::chrono::steady_clock::time_point p0) {
     rec.gold = p.gold;
     rec.answer_on = detail::answer_of(setup, rec.free.tokens_on);
     rec.answer_off = detail::answer_of(setup, rec.free.tokens_off);
@@ -102,7 +102,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
     const std::string key = key_of(w);
     if (store.has(key)) continue;
     const ProtocolPrompt& p = ps.prompts[w.prompt];
-    p0 = std::chrono::steady_clock::now();
+    const auto p0 = std::chrono::steady_clock::now();
     results::RunPairRecord rec;
     rec.model = o.model;
     rec.profile = w.record_profile();
@@ -124,7 +124,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
       engine::Context& r = is_reference.at(w.profile) ? *reordered.at(w.profile) : *ref.at(w.profile);
       rec.rules = conformance::check_scenario(c, r, p.ids, sc, so, po, po.sampler.seed, nullptr, &free);
       rec.free = conformance::regime_record(free);
-      finish(rec, p);
+      finish(rec, p, p0);
       continue;
     }
     if (is_reference.at(w.profile)) {
@@ -158,7 +158,7 @@ ProtocolResult run_protocol(const ProtocolOptions& o, const ProgressFn& progress
         rec.layer_cosine[l] /= static_cast<double>(teacher.steps.size());
       }
     }
-    finish(rec, p);
+    finish(rec, p, p0);
   }
   if (res.ran == 0 && progress) progress(pr);
 

@@ -107,7 +107,7 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
     const std::string f = "calls[" + std::to_string(i) + "]";
     if (!c[i].is_array() || c[i].size() < 2 || c[i].size() > 3)
       bad(file, f, "expected [tokens fed, cached rows] or [tokens fed, cached rows, rows of the whole call]");
-    Trace::Call call{uint(file, c[i][0], f + "[0]", 1), uint(file, c[i][1], f + "[1]")};
+    engine::CallRecord call{uint(file, c[i][0], f + "[0]", 1), uint(file, c[i][1], f + "[1]")};
     if (c[i].size() == 3) {
       call.batch = uint(file, c[i][2], f + "[2]", 1);
       if (call.batch < call.fed) bad(file, f + "[2]", "a call of fewer rows than this sequence fed");

@@ -76,12 +76,6 @@ results::CheckResult prefill_bitwise(const TracePair& p) {
 
 engine::Strategy strategy_of(const Trace& t) { return engine::parse_strategy(t.strategy); }
 
-std::vector<engine::CallRecord> calls_of(const Trace& t) {
-  std::vector<engine::CallRecord> v;
-  for (const Trace::Call& c : t.calls) v.push_back({c.fed, c.cached, c.batch});
-  return v;
-}
-
 // The trace's K/V rows as per-layer spans.
 conformance::KvRows kv_rows_of(const Trace& t) {
   conformance::KvRows r;
@@ -101,15 +95,13 @@ conformance::KvRows kv_rows_of(const Trace& t) {
 // bit for bit). Restore and --expect-bitwise demand every layer and row.
 std::optional<results::CheckResult> kv_rule(const TracePair& p, std::size_t shared_steps, bool expect_bitwise) {
   if (p.on.k_rows.empty() || p.off.k_rows.empty() || p.on.calls.empty() || p.off.calls.empty()) return std::nullopt;
-  std::vector<engine::CallRecord> a = calls_of(p.on), b = calls_of(p.off);
+  const std::vector<engine::CallRecord>& a = p.on.calls;
+  std::vector<engine::CallRecord> b = p.off.calls;
   if (p.off.kv_step) b = {b.at(p.off.call_of_step.at(*p.off.kv_step))};  // the rows came from that recompute
   const std::size_t rows = std::min({p.on.kv_rows, p.off.kv_rows, p.on.prompt_ids.size() + shared_steps});
   const std::vector<int> gate = conformance::kv_gate(a, b, rows);
   return conformance::cached_kv_rule(p.on.scenario, kv_rows_of(p.on), kv_rows_of(p.off), rows, gate,
-                                     p.on.scenario == "restore" ? "restore: bitwise for every engine"
-                                     : expect_bitwise           ? "--expect-bitwise"
-                                                                : "",
-                                     p.on.seed);
+                                     expect_bitwise ? "--expect-bitwise" : "", p.on.seed);
 }
 
 // scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
@@ -129,8 +121,8 @@ std::optional<results::CheckResult> path_rule(const TracePair& p) {
       want.a[i].batch = have > want.a[i].fed ? have : want.a[i].fed + 1;
     }
   const std::string of = " of " + p.on.scenario + ")";
-  return conformance::scenario_path_rule(p.on.scenario, p.on.file.filename().string() + " (side A" + of, calls_of(p.on),
-                                         p.off.file.filename().string() + " (side B" + of, calls_of(p.off), want,
+  return conformance::scenario_path_rule(p.on.scenario, p.on.file.filename().string() + " (side A" + of, p.on.calls,
+                                         p.off.file.filename().string() + " (side B" + of, p.off.calls, want,
                                          p.on.seed);
 }
 

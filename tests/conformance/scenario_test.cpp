@@ -75,7 +75,6 @@ TEST_P(Scenarios, CorrectEnginePassesEveryScenarioUnderEveryProfile) {
   const Fixture s = make_fixture(GetParam());
   for (const engine::Profile& p : engine::builtin_profiles())
     for (Scenario sc : engine::all_scenarios()) {
-      if (engine::scenario_unavailable(sc)) continue;
       const CheckResults r = run(s, p.name, sc, nullptr);
       EXPECT_TRUE(all_pass(r)) << engine::scenario_name(sc) << " under " << p.name << "\n" << describe(r);
       // Restore, and every scenario of an invariant profile, are judged bitwise; the rest by the near-tie rules.
@@ -173,7 +172,6 @@ TEST(ScenarioOptions, BadOptionsAreRefused) {
   EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::batch, so, go), std::invalid_argument);
   so.batch_with = {{}};
   EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::batch, so, go), std::invalid_argument);
-  for (Scenario sc : engine::all_scenarios()) EXPECT_FALSE(engine::scenario_unavailable(sc).has_value());
   EXPECT_EQ(engine::parse_scenario("restore"), Scenario::restore);
   EXPECT_FALSE(engine::parse_scenario("hot").has_value());
 }

@@ -60,13 +60,13 @@ std::vector<int> kv_gate(const std::vector<engine::CallRecord>& a, const std::ve
                          const kernels::GemmKernel* g = nullptr, std::size_t kv_dim = 0, std::size_t hidden = 0);
 
 // cached_kv: side A's cached K/V against side B's over the first `rows` rows (the rows of the tokens both sides
-// share): bit for bit in every layer when `bitwise_why` is not empty (restore, an invariant profile,
-// --expect-bitwise), otherwise per row as `gate` says (0: measured only, 1: layer 0 bit for bit, 2: every layer bit
-// for bit); the rest measured (the largest |ΔK| and |ΔV| over every layer and row, in the detail). A failure names
-// the layer, row and head of the first difference. A cache kept in a narrower format than the model computes in
-// fails it on the prompt's rows.
+// share): bit for bit in every layer for restore (every engine) and when `bitwise_demand` is not empty (an
+// invariant profile, --expect-bitwise), otherwise per row as `gate` says (0: measured only, 1: layer 0 bit for bit, 2:
+// every layer bit for bit); the rest measured (the largest |ΔK| and |ΔV| over every layer and row, in the detail). A
+// failure names the layer, row and head of the first difference. A cache kept in a narrower format than the model
+// computes in fails it on the prompt's rows.
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
-                           const std::vector<int>& gate, const std::string& bitwise_why, std::uint64_t seed);
+                           const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed);
 
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind

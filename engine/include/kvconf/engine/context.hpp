@@ -159,7 +159,6 @@ class Context {
                                                        const BatchAttention* attend = nullptr);
 
  private:
-  std::vector<float> forward(std::span<const int> tokens, KvCache& cache, bool cached_path, const ForwardOptions& o);
   // GPU profiles: drop the device mirrors of both caches' buffers (before they are freed or overwritten).
   void forget_device_caches();
   bool gpu() const { return kernels_.profile.requires_gpu; }

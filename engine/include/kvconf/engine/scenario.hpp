@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvconf/engine/call_record.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/generate.hpp"
 
@@ -35,8 +36,6 @@ enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, rest
 const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
 std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
 const std::vector<Scenario>& all_scenarios();                // in the order above
-// Why kvconf's engine cannot run scenario s, or nullopt (it runs every one; kept for engines and builds that cannot).
-std::optional<std::string> scenario_unavailable(Scenario s);
 
 struct ScenarioOptions {
   std::size_t chunk = 4;    // chunked: tokens per prefill chunk (the last chunk takes the rest)
@@ -53,16 +52,6 @@ struct ScenarioOptions {
 // The rows the prefix scenario takes from the donor: so.shared, or (0) the prompt's and the donor's common prefix, at
 // most the prompt's length − 1 (one token is always prefilled).
 std::size_t prefix_shared(std::span<const int> prompt, const ScenarioOptions& so);
-
-// One forward call of a side: tokens fed and cached rows attended over before them (Trace::pos0), and the rows of
-// the whole call (Trace::batch_rows: every sequence's in a batch; 0 in an expectation or a trace that does not say
-// means alone, = fed).
-struct CallRecord {
-  std::size_t fed = 0;
-  std::size_t cached = 0;
-  std::size_t batch = 0;
-  std::size_t batch_rows() const { return batch == 0 ? fed : batch; }
-};
 
 struct ScenarioResult {
   GenerateResult gen;                     // tokens, and logits when the options keep them

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kvconf/engine/call_record.hpp"
+
 namespace kvconf::protocol {
 
 inline constexpr const char* kTraceFormat = "kvconf.trace/1";
@@ -47,10 +49,7 @@ struct Trace {
   // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over, rows of the
   // whole call (a batch's; 0 when not given: alone)}, and for each generated token the index of the call whose
   // logits chose it.
-  struct Call {
-    std::size_t fed = 0, cached = 0, batch = 0;
-  };
-  std::vector<Call> calls;
+  std::vector<engine::CallRecord> calls;
   std::vector<std::size_t> call_of_step;
 
   // "<fp32|fp16|bf16>-<engine>-<attention>" ("+<scenario>" for a scenario other than cache): the profile name the
