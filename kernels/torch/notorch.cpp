@@ -24,6 +24,13 @@ void sdpa(Device, Sdpa, Format, Calling, const AttentionCall&, std::span<const f
   throw std::runtime_error(*unavailable(Device::cpu));
 }
 
+std::optional<std::string> sdpa_batch_choice(Device, Sdpa, Format, std::span<const AttentionCall>, std::string* why) {
+  if (why) *why = *unavailable(Device::cpu);
+  return std::nullopt;
+}
+
+void sdpa_batch(Device, Sdpa, Format, std::span<const AttentionSeq>) { throw std::runtime_error(*unavailable(Device::cpu)); }
+
 void linear(Device, Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>) {
   throw std::runtime_error(*unavailable(Device::cpu));
 }

@@ -91,6 +91,19 @@ void sdpa(Device d, Sdpa forced, Format f, Calling how, const AttentionCall& cal
   table(d).sdpa(forced, f, how, call, q, k_cache, v_cache, out);
 }
 
+std::optional<std::string> sdpa_batch_choice(Device d, Sdpa forced, Format f, std::span<const AttentionCall> calls,
+                                             std::string* why) {
+  if (auto u = unavailable(d)) {
+    if (why) *why = *u;
+    return std::nullopt;
+  }
+  return table(d).sdpa_batch_choice(forced, f, calls, why);
+}
+
+void sdpa_batch(Device d, Sdpa forced, Format f, std::span<const AttentionSeq> seqs) {
+  table(d).sdpa_batch(forced, f, seqs);
+}
+
 void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w,
             std::span<float> y) {
   table(d).linear(f, s, x, w, y);

@@ -190,7 +190,88 @@ SdpaArgs build(Format f, Calling how, const AttentionCall& call, std::span<const
   return a;
 }
 
+// The padded batch of a decode step (sdpa_batch's layout); the caller's spans are read only when `fill` is true
+// (sdpa_batch_choice builds zeros of the same shapes).
+SdpaArgs build_batch(Format f, std::span<const AttentionCall> calls, std::span<const AttentionSeq> seqs, bool fill) {
+  if (calls.empty()) throw std::invalid_argument("kvconf torch sdpa batch: no sequences");
+  const auto& s0 = calls[0].shape;
+  const std::int64_t B = static_cast<std::int64_t>(calls.size()), H = static_cast<std::int64_t>(s0.n_heads);
+  const std::int64_t Hkv = static_cast<std::int64_t>(s0.n_kv_heads), d = static_cast<std::int64_t>(s0.d);
+  const std::int64_t dv = static_cast<std::int64_t>(s0.d_v);
+  std::int64_t L = 0;
+  for (const AttentionCall& c : calls) {
+    const auto& s = c.shape;
+    if (s.n_q != 1 || s.n_heads != s0.n_heads || s.n_kv_heads != s0.n_kv_heads || s.d != s0.d || s.d_v != s0.d_v ||
+        c.params.scale != calls[0].params.scale || c.params.softcap > 0.0)
+      throw std::invalid_argument(
+          "a padded SDPA batch takes decode rows (n_q = 1) with the same heads, head dims and scale, no softcap");
+    L = std::max(L, static_cast<std::int64_t>(s.n_kv));
+  }
+  // Host buffers: q (B, 1, H, d), K (B, L, Hkv, d), V (B, L, Hkv, dv), left-padded with zeros; mask (B, 1, 1, L).
+  std::vector<float> q(static_cast<std::size_t>(B * H * d), 0.0f), k(static_cast<std::size_t>(B * L * Hkv * d), 0.0f),
+      v(static_cast<std::size_t>(B * L * Hkv * dv), 0.0f);
+  at::Tensor m = at::zeros({B, 1, 1, L}, at::kBool);
+  auto acc = m.accessor<bool, 4>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const AttentionCall& c = calls[static_cast<std::size_t>(b)];
+    const std::int64_t n = static_cast<std::int64_t>(c.shape.n_kv), pad = L - n;
+    for (std::int64_t j = 0; j < n; ++j) acc[b][0][0][pad + j] = visible(c.params, c.params.q_offset, j);
+    if (!fill) continue;
+    const AttentionSeq& x = seqs[static_cast<std::size_t>(b)];
+    if (x.q.size() != static_cast<std::size_t>(H * d) || x.k_cache.size() < static_cast<std::size_t>(n * Hkv * d) ||
+        x.v_cache.size() < static_cast<std::size_t>(n * Hkv * dv) || x.out.size() != static_cast<std::size_t>(H * dv))
+      throw std::invalid_argument("kvconf torch sdpa batch: a sequence's spans do not match its call's shape");
+    std::copy(x.q.begin(), x.q.end(), q.begin() + b * H * d);
+    std::copy_n(x.k_cache.begin(), n * Hkv * d, k.begin() + (b * L + pad) * Hkv * d);
+    std::copy_n(x.v_cache.begin(), n * Hkv * dv, v.begin() + (b * L + pad) * Hkv * dv);
+  }
+  SdpaArgs a;
+  a.q = tensor_of(q, {B, 1, H, d}, f).transpose(1, 2);  // (B, H, 1, d)
+  const std::int64_t rep = H / Hkv;
+  auto cache = [&](const std::vector<float>& c, std::int64_t dim) {
+    at::Tensor t = tensor_of(c, {B, L, Hkv, dim}, f).transpose(1, 2).contiguous();  // (B, Hkv, L, dim)
+    if (rep == 1) return t;
+    return t.unsqueeze(2).expand({B, Hkv, rep, L, dim}).reshape({B, H, L, dim});  // (B, H, L, dim): repeat_kv
+  };
+  a.k = cache(k, d);
+  a.v = cache(v, dv);
+  a.scale = calls[0].params.scale;
+  a.mask = m.to(kDevice);
+  return a;
+}
+
 }  // namespace
+
+std::optional<std::string> sdpa_batch_choice(Sdpa forced, Format f, std::span<const AttentionCall> calls,
+                                             std::string* why) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  try {
+    const SdpaArgs a = build_batch(f, calls, {}, false);
+    ForceBackend force(forced);
+    const std::int64_t b = at::_fused_sdp_choice(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale);
+    return std::string(backend_name(b));
+  } catch (const std::exception& e) {
+    if (why) {
+      std::string msg = e.what();
+      *why = "SDPA takes no padded batch under the forced backend: " + msg.substr(0, msg.find('\n'));
+    }
+    return std::nullopt;
+  }
+}
+
+void sdpa_batch(Sdpa forced, Format f, std::span<const AttentionSeq> seqs) {
+  std::lock_guard<std::mutex> lock(torch_mutex());
+  init_once();
+  std::vector<AttentionCall> calls;
+  for (const AttentionSeq& x : seqs) calls.push_back(x.call);
+  const SdpaArgs a = build_batch(f, calls, seqs, true);
+  ForceBackend force(forced);
+  const at::Tensor o = at::scaled_dot_product_attention(a.q, a.k, a.v, a.mask, 0.0, false, a.scale)
+                           .transpose(1, 2);  // (B, 1, H, d_v)
+  for (std::size_t b = 0; b < seqs.size(); ++b)
+    store(o[static_cast<std::int64_t>(b)], seqs[b].out, "kvconf torch sdpa batch");
+}
 
 #if defined(KVCONF_TORCH_CUDA)
 std::optional<std::string> unavailable() {
@@ -287,6 +368,8 @@ extern "C" __attribute__((visibility("default"))) const kvconf::kernels::torch_o
                                                        &impl::sdpa_choice,
                                                        &impl::sdpa,
                                                        &impl::linear,
-                                                       &impl::hf_rms_norm};
+                                                       &impl::hf_rms_norm,
+                                                       &impl::sdpa_batch_choice,
+                                                       &impl::sdpa_batch};
   return &table;
 }

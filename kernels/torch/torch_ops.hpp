@@ -37,6 +37,13 @@ std::optional<std::string> sdpa_choice(Device d, Sdpa forced, Format f, const At
 // q: (n_q, H, d), k_cache/v_cache: (capacity, Hkv, d | d_v), out: (n_q, H, d_v).
 void sdpa(Device d, Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,
           std::span<const float> k_cache, std::span<const float> v_cache, std::span<float> out);
+// A batched decode step as an engine pads it for SDPA (HF's left padding): the sequences' rows (each n_q = 1) as q
+// (B, H, 1, d), their caches left-padded to the longest into K/V (B, H, L, d | d_v) and a key mask (B, 1, 1, L) that
+// hides the padding; each output row goes back to its sequence. The backend SDPA takes for that call, or nullopt
+// with the reason in *why (every sequence must be a decode row with the same heads, dims and scale).
+std::optional<std::string> sdpa_batch_choice(Device d, Sdpa forced, Format f, std::span<const AttentionCall> calls,
+                                             std::string* why);
+void sdpa_batch(Device d, Sdpa forced, Format f, std::span<const AttentionSeq> seqs);
 // x: (m, k), w: (n, k), y: (m, n): at::linear on x viewed as (1, m, k), as an engine's hidden states.
 void linear(Device d, Format f, const GemmShape& s, std::span<const float> x, std::span<const float> w,
             std::span<float> y);
@@ -45,7 +52,7 @@ void hf_rms_norm(Device d, Format f, const NormShape& s, const NormParams& p, st
                  std::span<const float> w, std::span<float> y);
 
 // What the module exports (kvconf_torch_ops_table): the implementations above, version-checked by the loader.
-inline constexpr int kTableVersion = 2;
+inline constexpr int kTableVersion = 3;
 struct Table {
   int version;
   std::optional<std::string> (*unavailable)();
@@ -56,6 +63,8 @@ struct Table {
   void (*linear)(Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>);
   void (*hf_rms_norm)(Format, const NormShape&, const NormParams&, std::span<const float>, std::span<const float>,
                       std::span<float>);
+  std::optional<std::string> (*sdpa_batch_choice)(Sdpa, Format, std::span<const AttentionCall>, std::string*);
+  void (*sdpa_batch)(Sdpa, Format, std::span<const AttentionSeq>);
 };
 
 }  // namespace kvconf::kernels::torch_ops

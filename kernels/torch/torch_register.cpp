@@ -80,6 +80,14 @@ AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std
   k.run = [b, f, how, dev](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
                            std::span<const float> vc,
                            std::span<float> out) { torch_ops::sdpa(dev, b, f, how, c, q, kc, vc, out); };
+  if (how == Calling::correct) {  // a batched decode step padded as HF pads it (the planted callers are single-call)
+    k.supports_batch = [b, f, dev](std::span<const AttentionCall> calls) -> Reason {
+      std::string why;
+      if (!torch_ops::sdpa_batch_choice(dev, b, f, calls, &why)) return why;
+      return std::nullopt;
+    };
+    k.run_batch = [b, f, dev](std::span<const AttentionSeq> seqs) { torch_ops::sdpa_batch(dev, b, f, seqs); };
+  }
   return k;
 }
 

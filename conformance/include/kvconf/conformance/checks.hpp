@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,11 +57,16 @@ CheckResults check_attention_unused_slots(const kernels::AttentionKernel& k, con
 // Other kernels: outputs at different capacities differ by no more than the sum of their bounds (capacity_bound).
 CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const AttentionCase& c, std::uint64_t seed);
 
-// Batch invariance for attention (docs/SCENARIOS.md "batch"): the case's last row decoded alone against the same call
-// inside batched decode launches of 4 and 64 sequences (AttentionCall::batch), the other sequences' rows being their
-// own: bitwise when the kernel claims cache_invariant, else within the sum of both launches' bounds (batch_bound).
+// Batch invariance for attention (docs/SCENARIOS.md "batch"): the case's last row decoded alone against the same row
+// inside batched decode launches of 4 and 64 sequences of other cache lengths with their own data
+// (kernels::run_attention_batch: the kernel's run_batch, else one run per sequence with AttentionCall::batch set):
+// bitwise when the kernel claims cache_invariant, else within the sum of both launches' bounds (batch_bound).
 CheckResults check_attention_batch_invariance(const kernels::AttentionKernel& k, const AttentionCase& c,
                                               std::uint64_t seed);
+// Why the batch check has nothing to run for this kernel and case (the suites skip with it), or nullopt: the decode
+// call is unsupported, or the kernel launches one sequence per call (no run_batch) with a plan that does not read
+// the batch size, so that no batch can change its arithmetic.
+std::optional<std::string> attention_batch_unchecked(const kernels::AttentionKernel& k, const AttentionCase& c);
 
 // Measured cache-ON vs cache-OFF difference (OnOffDiff), no bound (the table in docs/KERNELS.md): the same runs as
 // check_projection_cache_on_off (all T rows) and check_attention_cache_on_off (the decode row).

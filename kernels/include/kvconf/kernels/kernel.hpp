@@ -118,6 +118,14 @@ struct AttentionCall {
   std::size_t cap() const { return capacity == 0 ? shape.n_kv : capacity; }
 };
 
+// One sequence of a variable-length batched launch (AttentionKernel::run_batch): its own call (n_q, n_kv, q_offset,
+// capacity; call.batch = the sequences in the launch), its query rows, its cache and its output, shaped as for `run`.
+struct AttentionSeq {
+  AttentionCall call;
+  std::span<const float> q, k_cache, v_cache;
+  std::span<float> out;
+};
+
 struct AttentionKernel {
   KernelInfo info;
   std::function<Reason(const AttentionCall&)> supports;
@@ -126,6 +134,14 @@ struct AttentionKernel {
   std::function<void(const AttentionCall&, std::span<const float> q, std::span<const float> k_cache,
                      std::span<const float> v_cache, std::span<float> out)>
       run;
+  // Optional: one launch over several sequences (a batched decode step as a serving engine launches it; a black-box
+  // kernel pads them into one batch). Absent: each sequence is launched with `run`, its call.batch saying how many
+  // sequences the step launches (run_attention_batch).
+  std::function<Reason(std::span<const AttentionCall>)> supports_batch;
+  std::function<void(std::span<const AttentionSeq>)> run_batch;
 };
+
+// A batched launch of `seqs` through the kernel's run_batch, else one `run` per sequence.
+void run_attention_batch(const AttentionKernel& k, std::span<const AttentionSeq> seqs);
 
 }  // namespace kvconf::kernels
