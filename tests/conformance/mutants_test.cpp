@@ -331,5 +331,45 @@ TEST(MutantBatchInvariance, SplitKvDecodeClaimingInvarianceIsCaught) {
   EXPECT_FALSE(all_pass(check_attention_batch_invariance(*a7, c, 1)));  // called anyway: unsupported, not a pass
 }
 
+// A batched launch that pads each sequence's cache on the left to the longest (as HF pads for SDPA) and forgets to
+// mask the padding: every shorter sequence attends over zero key rows too. With an honest batched entry (the same
+// padding, masked, i.e. each sequence over its own rows) A1 (claiming invariance) passes batch_bitwise; the leak
+// fails it. The batch check reaches it only because the kernel now has a batched entry (A1 alone has none: skipped).
+TEST(MutantBatchInvariance, PaddedBatchLeakingPaddingIsCaught) {
+  const AttentionCase c = attn_case(4, 96, 64, 4, 2, true, 0, 0.0, inv_sqrt(64));
+  const kernels::Registry cpu = kernels::cpu_registry();
+  const AttentionKernel* a1 = cpu.find_attention("cpu.attn.a1_flash2.f32");
+  ASSERT_NE(a1, nullptr);
+  ASSERT_TRUE(a1->info.cache_invariant);
+  EXPECT_TRUE(attention_batch_unchecked(*a1, c).has_value());
+  auto with_batch = [&](bool leak) {
+    AttentionKernel k = *a1;
+    k.run_batch = [base = *a1, leak](std::span<const kernels::AttentionSeq> seqs) {
+      std::size_t longest = 0;
+      for (const auto& x : seqs) longest = std::max(longest, x.call.shape.n_kv);
+      for (const auto& x : seqs) {
+        const auto& sh = x.call.shape;
+        const std::size_t pad = leak ? longest - sh.n_kv : 0, krow = sh.n_kv_heads * sh.d, vrow = sh.n_kv_heads * sh.d_v;
+        std::vector<float> kc(pad * krow, 0.0f), vc(pad * vrow, 0.0f);  // (pad + n_kv, Hkv, d): zeros, then the rows
+        kc.insert(kc.end(), x.k_cache.begin(), x.k_cache.begin() + static_cast<std::ptrdiff_t>(sh.n_kv * krow));
+        vc.insert(vc.end(), x.v_cache.begin(), x.v_cache.begin() + static_cast<std::ptrdiff_t>(sh.n_kv * vrow));
+        kernels::AttentionCall call = x.call;
+        call.shape.n_kv += pad;
+        call.params.q_offset += static_cast<std::int64_t>(pad);
+        call.capacity = 0;
+        base.run(call, x.q, kc, vc, x.out);
+      }
+    };
+    return k;
+  };
+  const AttentionKernel honest = with_batch(false), leaky = with_batch(true);
+  EXPECT_FALSE(attention_batch_unchecked(honest, c).has_value());
+  const CheckResults ok = check_attention_batch_invariance(honest, c, 1);
+  EXPECT_EQ(ok[0].rule, "batch_bitwise");
+  EXPECT_TRUE(all_pass(ok)) << describe(ok);
+  const CheckResults r = check_attention_batch_invariance(leaky, c, 1);
+  EXPECT_FALSE(all_pass(r)) << "zero padding attended over went unnoticed: " << describe(r);
+}
+
 }  // namespace
 }  // namespace kvconf::conformance
