@@ -496,4 +496,92 @@ CheckResults check_engine_matches_oracle(const engine::Model& model, const engin
   return res;
 }
 
+std::vector<double> layer0_kv_bound(const engine::Model& m, const engine::ProfileKernels& k, std::span<const float> x,
+                                    std::size_t pos, std::size_t M) {
+  const ModelConfig& c = m.config;
+  const std::size_t D = c.hidden, kvd = c.kv_dim(), d = c.head_dim, h = d / 2;
+  if (x.size() != D) throw std::invalid_argument("layer0_kv_bound: x must hold hidden values");
+  if (!k.gemm || !k.norm) throw std::invalid_argument("layer0_kv_bound: the profile's kernels are not resolved");
+  const Format f = m.storage;
+  const engine::LayerWeights& w = m.layers[0];
+  // y = rmsnorm(x) exactly (approx), and β_n: |ŷ − y| per element, for the norm path at M rows.
+  const kernels::NormPath np = k.norm->path({M, D});
+  const std::vector<double> xs = detail::to_double(x);
+  const double eps = static_cast<double>(static_cast<float>(c.rms_eps));
+  const ref::RmsNormResult orc =
+      ref::rms_norm(xs, detail::to_double(w.attn_norm), 1, D, eps, c.norm_one_plus_weight, f, oracle_options(f));
+  ref::RmsNormErrorInputs bi;
+  bi.d = D;
+  bi.sum_sq = orc.sum_sq[0];
+  bi.eps = eps;
+  bi.sum_terms = detail::reduction_terms(np.spec, np.order, D, max_abs_of(xs));
+  bi.rsqrt_rel_error = np.rsqrt_rel_error;
+  bi.one_plus_weight = c.norm_one_plus_weight;
+  bi.out = f;
+  const ref::RmsNormErrorTerms nt = ref::rms_norm_error_terms(bi);
+  std::vector<double> y_abs(D), beta_n(D);  // |ŷ_i| <= y_abs_i + beta_n_i
+  double max_in = 0.0;
+  for (std::size_t i = 0; i < D; ++i) {
+    y_abs[i] = std::nextafter(std::fabs(orc.approx[i]) * (1.0 + 0x1p-51), kInf);
+    const double wf = c.norm_one_plus_weight ? std::fabs(1.0 + static_cast<double>(w.attn_norm[i]))
+                                             : std::fabs(static_cast<double>(w.attn_norm[i]));
+    beta_n[i] = nt.at(y_abs[i], wf);
+    max_in = std::max(max_in, y_abs[i] + beta_n[i]);
+  }
+  // k̂, v̂ = fl_path(W · ŷ): |k̂_j − (W y)_j| <= proj_terms(Σ|W_ji| |ŷ_i|) + Σ|W_ji| β_n,i; also |(W y)_j| bounded.
+  const kernels::GemmPath gp = k.gemm->path({M, kvd, D});
+  auto project = [&](const std::vector<float>& W, std::vector<double>& err, std::vector<double>& abs_exact) {
+    double max_w = 0.0;
+    for (float v : W) max_w = std::max(max_w, std::fabs(static_cast<double>(v)));
+    const ref::ErrorTerms pt = detail::reduction_terms(gp.spec, gp.order, D, std::max(max_in, max_w));
+    err.assign(kvd, 0.0);
+    abs_exact.assign(kvd, 0.0);
+    for (std::size_t j = 0; j < kvd; ++j) {
+      double abs_hat = 0.0, carried = 0.0, abs_y = 0.0;
+      for (std::size_t i = 0; i < D; ++i) {
+        const double aw = std::fabs(static_cast<double>(W[j * D + i]));
+        abs_hat += aw * (y_abs[i] + beta_n[i]);
+        carried += aw * beta_n[i];
+        abs_y += aw * y_abs[i];
+      }
+      err[j] = (pt.at(abs_hat * (1.0 + 0x1p-40)) + carried * (1.0 + 0x1p-40)) * (1.0 + 0x1p-40);
+      abs_exact[j] = abs_y * (1.0 + 0x1p-40);
+    }
+  };
+  std::vector<double> ek, ak, ev, av;
+  project(w.wk, ek, ak);
+  project(w.wv, ev, av);
+  // RoPE of k̂: its own error on its inputs plus the inputs' errors through |cos|, |sin|.
+  std::vector<double> out(2 * kvd);
+  for (std::size_t i = 0; i < h; ++i) {
+    const ref::RopeAngle ang = ref::rope_angle(pos, i, d, c.rope_theta);
+    const double ac = std::max(std::fabs(ang.cos.lo), std::fabs(ang.cos.hi)),
+                 as = std::max(std::fabs(ang.sin.lo), std::fabs(ang.sin.hi));
+    for (std::size_t hd = 0; hd < c.n_kv_heads; ++hd) {
+      const std::size_t base = hd * d;
+      const std::size_t ia = c.rope_interleaved ? base + 2 * i : base + i;
+      const std::size_t ib = c.rope_interleaved ? base + 2 * i + 1 : base + i + h;
+      const double a = ak[ia] + ek[ia], b = ak[ib] + ek[ib];  // >= |â|, |b̂|
+      ref::RopeErrorInputs ri;
+      ri.storage = f;
+      ri.theta = c.rope_theta;
+      ri.d = d;
+      ri.i = i;
+      ri.pos = pos;
+      ri.abs_x_cos = a;
+      ri.abs_x_sin = b;
+      ri.exact = ang;
+      ri.abs_y = (ac * a + as * b) * (1.0 + 0x1p-40);
+      const double own = ref::rope_error_bound(ri);  // the same for both outputs of the pair (coefficients swap)
+      ri.abs_x_cos = b;
+      ri.abs_x_sin = a;
+      const double own_b = ref::rope_error_bound(ri);
+      out[ia] = (own + ac * ek[ia] + as * ek[ib]) * (1.0 + 0x1p-40);
+      out[ib] = (own_b + ac * ek[ib] + as * ek[ia]) * (1.0 + 0x1p-40);
+    }
+  }
+  std::copy(ev.begin(), ev.end(), out.begin() + static_cast<std::ptrdiff_t>(kvd));
+  return out;
+}
+
 }  // namespace kvconf::conformance

@@ -9,6 +9,7 @@
 
 #include "checks_common.hpp"
 #include "kvconf/analysis/metrics.hpp"
+#include "kvconf/conformance/engine_checks.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/conformance/scenario_rules.hpp"
 
@@ -108,16 +109,27 @@ KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim) {
   return r;
 }
 
+namespace {
+// Each of the first `rows` rows' last call that fed it (null: none).
+std::vector<const CallRecord*> computing_calls(const std::vector<CallRecord>& calls, std::size_t rows) {
+  std::vector<const CallRecord*> c(rows, nullptr);
+  for (const CallRecord& x : calls)
+    for (std::size_t p = x.cached; p < x.cached + x.fed && p < rows; ++p) c[p] = &x;
+  return c;
+}
+}  // namespace
+
+std::vector<std::size_t> kv_row_calls(const std::vector<CallRecord>& calls, std::size_t rows) {
+  std::vector<std::size_t> m(rows, 0);
+  const auto c = computing_calls(calls, rows);
+  for (std::size_t p = 0; p < rows; ++p) m[p] = c[p] ? c[p]->batch_rows() : 0;
+  return m;
+}
+
 std::vector<int> kv_gate(const std::vector<CallRecord>& a, const std::vector<CallRecord>& b, std::size_t rows,
                          const kernels::NormKernel* norm, const kernels::GemmKernel* g, std::size_t kv_dim,
                          std::size_t hidden) {
-  const auto computing = [rows](const std::vector<CallRecord>& calls) {
-    std::vector<const CallRecord*> c(rows, nullptr);
-    for (const CallRecord& x : calls)
-      for (std::size_t p = x.cached; p < x.cached + x.fed && p < rows; ++p) c[p] = &x;
-    return c;
-  };
-  const auto ca = computing(a), cb = computing(b);
+  const auto ca = computing_calls(a, rows), cb = computing_calls(b, rows);
   std::vector<int> gate(rows, 0);
   for (std::size_t p = 0; p < rows; ++p) {
     if (!ca[p] || !cb[p]) continue;
@@ -133,20 +145,28 @@ std::vector<int> kv_gate(const std::vector<CallRecord>& a, const std::vector<Cal
 }
 
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
-                           const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed) {
+                           const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed,
+                           const std::vector<std::vector<double>>& layer0_bound) {
   // Restoring bits must give the same bits, for every engine (as scenario_bitwise_rules demands of the logits).
   const std::string bitwise_why =
       scenario == "restore" ? std::string("restore: bitwise for every engine") : bitwise_demand;
   const std::size_t L = std::min(a.k.size(), b.k.size()), D = a.kv_dim;
   double gated = 0.0, max_k = 0.0, max_v = 0.0;
-  std::size_t compared = 0, differing = 0, gated_rows = 0, all_layer_rows = 0;
+  std::size_t compared = 0, differing = 0, gated_rows = 0, all_layer_rows = 0, bounded_rows = 0;
   std::string first;
+  // Layer 0 rows computed by different paths (layer0_bound): |ΔK|, |ΔV| within the sum of both sides' bounds.
+  detail::Worst worst;
+  std::string worst_at;
+  std::size_t bounded = 0;
   if (a.kv_dim != b.kv_dim || a.k.size() != b.k.size())
     return detail::bitwise_result("cached_kv", 1.0, seed,
                                   scenario + ": the two caches have different shapes (" + std::to_string(a.k.size()) +
                                       " x " + std::to_string(a.kv_dim) + " vs " + std::to_string(b.k.size()) + " x " +
                                       std::to_string(b.kv_dim) + ")");
-  for (std::size_t p = 0; p < rows && p < gate.size(); ++p) gated_rows += gate[p] > 0, all_layer_rows += gate[p] > 1;
+  for (std::size_t p = 0; p < rows && p < gate.size(); ++p) {
+    gated_rows += gate[p] > 0, all_layer_rows += gate[p] > 1;
+    bounded_rows += gate[p] == 0 && p < layer0_bound.size() && !layer0_bound[p].empty();
+  }
   for (std::size_t l = 0; l < L; ++l)
     for (int side = 0; side < 2; ++side) {
       const std::span<const float> x = side ? a.v[l] : a.k[l], y = side ? b.v[l] : b.k[l];
@@ -155,6 +175,16 @@ CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const K
         (side ? max_v : max_k) = std::max(side ? max_v : max_k, d);
         const std::size_t p = i / D;
         const int level = p < gate.size() ? gate[p] : 0;
+        if (bitwise_why.empty() && l == 0 && level == 0 && p < layer0_bound.size() && !layer0_bound[p].empty()) {
+          const double bound = layer0_bound[p][(side ? D : 0) + i % D];
+          worst.add(bounded++, d, bound);
+          if (worst.index == bounded - 1)
+            worst_at = std::string(side ? "V" : "K") + " layer 0 row " + std::to_string(p) +
+                       (a.head_dim ? " head " + std::to_string((i % D) / a.head_dim) : std::string()) + ": " +
+                       detail::num(x[i]) + " vs " + detail::num(y[i]) + ", |d| " + detail::num(d) + " bound " +
+                       detail::num(bound);
+          continue;
+        }
         if (bitwise_why.empty() && !(level == 2 || (level == 1 && l == 0))) continue;
         ++compared;
         if (std::bit_cast<std::uint32_t>(x[i]) == std::bit_cast<std::uint32_t>(y[i])) continue;
@@ -172,13 +202,19 @@ CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const K
                 (all_layer_rows ? " (" + std::to_string(all_layer_rows) + " of them in every layer)" : std::string()) +
                 ", bit for bit"
           : "every layer and row bit for bit (" + bitwise_why + ")";
-  return detail::bitwise_result(
-      "cached_kv", gated, seed,
+  const std::string bounded_what =
+      bounded ? "; layer 0 of the " + std::to_string(bounded_rows) +
+                    " rows computed by different paths within both sides' projection bounds (layer0_kv_bound): " +
+                    std::to_string(worst.failed) + " of " + std::to_string(bounded) + " values over, worst " + worst_at
+              : std::string();
+  const std::string detail_text =
       scenario + ": " + what + ": " +
-          (differing ? std::to_string(differing) + " of " + std::to_string(compared) + " values differ, first " + first
-                     : std::to_string(compared) + " values equal") +
-          "; over all " + std::to_string(L) + " layers and " + std::to_string(rows) + " rows max |dK| " +
-          detail::num(max_k) + ", max |dV| " + detail::num(max_v));
+      (differing ? std::to_string(differing) + " of " + std::to_string(compared) + " values differ, first " + first
+                 : std::to_string(compared) + " values equal") +
+      bounded_what + "; over all " + std::to_string(L) + " layers and " + std::to_string(rows) + " rows max |dK| " +
+      detail::num(max_k) + ", max |dV| " + detail::num(max_v);
+  if (differing || !bounded) return detail::bitwise_result("cached_kv", gated, seed, detail_text);
+  return detail::bound_result("cached_kv", worst.error, worst.bound, seed, detail_text);
 }
 
 ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std::size_t n, std::size_t shared,
@@ -259,10 +295,33 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
   const engine::ModelConfig& cfg = ctx.model().config;
   const std::size_t shared_steps = run.flip ? *run.flip : std::min(a.gen.tokens.size(), b.gen.tokens.size());
   const std::size_t rows = std::min({a.cache.n, b.cache.n, prompt.size() + shared_steps});
-  r.push_back(cached_kv_rule(
-      name, kv_rows_of(a.cache, cfg.head_dim), kv_rows_of(b.cache, cfg.head_dim), rows,
-      kv_gate(a.cache_calls, b.cache_calls, rows, ctx.kernels().norm, ctx.kernels().gemm, cfg.kv_dim(), cfg.hidden),
-      bitwise_why, seed));
+  const std::vector<int> gate =
+      kv_gate(a.cache_calls, b.cache_calls, rows, ctx.kernels().norm, ctx.kernels().gemm, cfg.kv_dim(), cfg.hidden);
+  // Layer 0 rows both sides computed, by different paths: bounded from the rows' embeddings (the engine's own, from
+  // a prefill of the rows' tokens with capture_hidden; elementwise, so the same bits as either side's).
+  std::vector<std::vector<double>> layer0_bound(rows);
+  const std::vector<std::size_t> ma = kv_row_calls(a.cache_calls, rows), mb = kv_row_calls(b.cache_calls, rows);
+  if (bitwise_why.empty() && s != Scenario::restore &&
+      std::any_of(gate.begin(), gate.end(), [](int g) { return g == 0; })) {
+    std::vector<int> tokens(prompt.begin(), prompt.end());
+    for (std::size_t t = 0; tokens.size() < rows; ++t) tokens.push_back(b.gen.tokens[t]);
+    engine::ForwardOptions fo;
+    fo.capture_hidden = true;
+    ctx.reset();
+    ctx.prefill(tokens, fo);
+    const std::vector<float> x = ctx.trace().hidden.at(0);  // (rows, hidden)
+    ctx.reset();
+    for (std::size_t p = 0; p < rows; ++p) {
+      if (gate[p] != 0 || !ma[p] || !mb[p]) continue;
+      const auto row = std::span<const float>(x).subspan(p * cfg.hidden, cfg.hidden);
+      std::vector<double> ba = layer0_kv_bound(ctx.model(), ctx.kernels(), row, p, ma[p]);
+      const std::vector<double> bb = layer0_kv_bound(ctx.model(), ctx.kernels(), row, p, mb[p]);
+      for (std::size_t e = 0; e < ba.size(); ++e) ba[e] = (ba[e] + bb[e]) * (1.0 + 0x1p-40);
+      layer0_bound[p] = std::move(ba);
+    }
+  }
+  r.push_back(cached_kv_rule(name, kv_rows_of(a.cache, cfg.head_dim), kv_rows_of(b.cache, cfg.head_dim), rows, gate,
+                             bitwise_why, seed, layer0_bound));
   if (s == Scenario::restore || invariant) {
     if (run_out) *run_out = run;
     return r;

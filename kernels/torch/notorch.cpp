@@ -29,7 +29,9 @@ std::optional<std::string> sdpa_batch_choice(Device, Sdpa, Format, std::span<con
   return std::nullopt;
 }
 
-void sdpa_batch(Device, Sdpa, Format, std::span<const AttentionSeq>) { throw std::runtime_error(*unavailable(Device::cpu)); }
+void sdpa_batch(Device, Sdpa, Format, std::span<const AttentionSeq>) {
+  throw std::runtime_error(*unavailable(Device::cpu));
+}
 
 void linear(Device, Format, const GemmShape&, std::span<const float>, std::span<const float>, std::span<float>) {
   throw std::runtime_error(*unavailable(Device::cpu));

@@ -267,8 +267,8 @@ void sdpa_batch(Sdpa forced, Format f, std::span<const AttentionSeq> seqs) {
   for (const AttentionSeq& x : seqs) calls.push_back(x.call);
   const SdpaArgs a = build_batch(f, calls, seqs, true);
   ForceBackend force(forced);
-  const at::Tensor o = at::scaled_dot_product_attention(a.q, a.k, a.v, a.mask, 0.0, false, a.scale)
-                           .transpose(1, 2);  // (B, 1, H, d_v)
+  const at::Tensor o =
+      at::scaled_dot_product_attention(a.q, a.k, a.v, a.mask, 0.0, false, a.scale).transpose(1, 2);  // (B, 1, H, d_v)
   for (std::size_t b = 0; b < seqs.size(); ++b)
     store(o[static_cast<std::int64_t>(b)], seqs[b].out, "kvconf torch sdpa batch");
 }

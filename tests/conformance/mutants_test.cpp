@@ -349,7 +349,8 @@ TEST(MutantBatchInvariance, PaddedBatchLeakingPaddingIsCaught) {
       for (const auto& x : seqs) longest = std::max(longest, x.call.shape.n_kv);
       for (const auto& x : seqs) {
         const auto& sh = x.call.shape;
-        const std::size_t pad = leak ? longest - sh.n_kv : 0, krow = sh.n_kv_heads * sh.d, vrow = sh.n_kv_heads * sh.d_v;
+        const std::size_t pad = leak ? longest - sh.n_kv : 0, krow = sh.n_kv_heads * sh.d,
+                          vrow = sh.n_kv_heads * sh.d_v;
         std::vector<float> kc(pad * krow, 0.0f), vc(pad * vrow, 0.0f);  // (pad + n_kv, Hkv, d): zeros, then the rows
         kc.insert(kc.end(), x.k_cache.begin(), x.k_cache.begin() + static_cast<std::ptrdiff_t>(sh.n_kv * krow));
         vc.insert(vc.end(), x.v_cache.begin(), x.v_cache.begin() + static_cast<std::ptrdiff_t>(sh.n_kv * vrow));

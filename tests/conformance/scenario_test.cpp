@@ -4,16 +4,23 @@
 // invariant profile; each side's calls are what the scenario says; bad options are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "random_model.hpp"
+#include "kvconf/conformance/engine_checks.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/conformance/scenario_rules.hpp"
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/scenario_faults.hpp"
+#include "kvconf/numerics/rounding.hpp"
+#include "kvconf/reference/elementwise.hpp"
+#include "kvconf/reference/norm.hpp"
 
 namespace kvconf::conformance {
 namespace {
@@ -244,6 +251,118 @@ TEST(CachedKv, NarrowCacheIsCaughtWhereLogitsMayNotSeeIt) {
     for (const CheckResult& x : rn)
       if (x.rule == "cached_kv") EXPECT_NE(x.detail.find("layer 0 row"), std::string::npos) << x.detail;
   }
+}
+
+// The prompt's rows computed both ways: one prefill (M = prompt) into a, one row's prefill and decodes (M = 1) into
+// b, and the layer-0 input rows (the engine's embeddings) from a capture; bounds: layer0_kv_bound per row at M.
+struct TwoPaths {
+  engine::Model m;
+  engine::ProfileKernels k;
+  std::vector<float> x;  // (n, hidden) layer-0 inputs
+  std::vector<KvRows> kv;
+  std::vector<std::vector<double>> bn, b1;  // per row: at M = n, at M = 1
+  std::vector<std::unique_ptr<engine::Context>> ctx;
+};
+
+TwoPaths two_paths(const Fixture& s, const std::string& profile) {
+  const engine::Profile& p = engine::find_profile(profile);
+  TwoPaths t{engine::testing::random_model(s.c, p.storage, 41), engine::resolve(p, registry()), {}, {}, {}, {}, {}};
+  for (int i = 0; i < 3; ++i) t.ctx.push_back(std::make_unique<engine::Context>(t.m, t.k));
+  t.ctx[0]->prefill(s.prompt);
+  t.ctx[1]->prefill(std::span(s.prompt).first(1));
+  for (std::size_t r = 1; r < s.prompt.size(); ++r) t.ctx[1]->decode(s.prompt[r]);
+  engine::ForwardOptions fo;
+  fo.capture_hidden = true;
+  t.ctx[2]->prefill(s.prompt, fo);
+  t.x = t.ctx[2]->trace().hidden.at(0);
+  t.kv = {kv_rows_of(t.ctx[0]->cache(), s.c.head_dim), kv_rows_of(t.ctx[1]->cache(), s.c.head_dim)};
+  const std::size_t n = s.prompt.size(), D = s.c.hidden;
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto row = std::span<const float>(t.x).subspan(r * D, D);
+    t.bn.push_back(layer0_kv_bound(t.m, t.k, row, r, n));
+    t.b1.push_back(layer0_kv_bound(t.m, t.k, row, r, 1));
+  }
+  return t;
+}
+
+// layer0_kv_bound is a bound: each path's layer-0 K and V rows lie within it of the exact values (the oracle's
+// rmsnorm, dots in double, RoPE at the exact angle, pairs as the config lays them out: their own errors ~1e-16
+// relative, far below the bounds), on all three architectures (Gemma-2: scaled embeddings, 1 + w norm) under fp32,
+// fp16-eager and bf16-eager.
+TEST(CachedKv, Layer0KvBoundHoldsOnEveryPath) {
+  for (Arch arch : {Arch::llama, Arch::mistral, Arch::gemma2}) {
+    const Fixture s = make_fixture(arch);
+    for (const char* profile : {"fp32", "fp16-eager", "bf16-eager"}) {
+      const TwoPaths t = two_paths(s, profile);
+      const engine::LayerWeights& w = t.m.layers[0];
+      const std::size_t n = s.prompt.size(), D = s.c.hidden, kvd = s.c.kv_dim(), d = s.c.head_dim, h = d / 2;
+      for (std::size_t r = 0; r < n; ++r) {
+        std::vector<double> xs(t.x.begin() + r * D, t.x.begin() + (r + 1) * D),
+            nw(w.attn_norm.begin(), w.attn_norm.end());
+        const ref::RmsNormResult y =
+            ref::rms_norm(xs, nw, 1, D, static_cast<float>(s.c.rms_eps), s.c.norm_one_plus_weight, t.m.storage);
+        std::vector<double> kx(kvd), vx(kvd), kr(kvd);  // (kv_dim): W_k y, W_v y, RoPE(W_k y)
+        for (std::size_t j = 0; j < kvd; ++j)
+          for (std::size_t i = 0; i < D; ++i)
+            kx[j] += double(w.wk[j * D + i]) * y.approx[i], vx[j] += double(w.wv[j * D + i]) * y.approx[i];
+        for (std::size_t hd = 0; hd < s.c.n_kv_heads; ++hd)
+          for (std::size_t i = 0; i < h; ++i) {
+            const ref::RopeAngle ang = ref::rope_angle(r, i, d, s.c.rope_theta);
+            const double c0 = (ang.cos.lo + ang.cos.hi) / 2, s0 = (ang.sin.lo + ang.sin.hi) / 2;
+            const std::size_t ia = s.c.rope_interleaved ? hd * d + 2 * i : hd * d + i;
+            const std::size_t ib = s.c.rope_interleaved ? hd * d + 2 * i + 1 : hd * d + i + h;
+            kr[ia] = kx[ia] * c0 - kx[ib] * s0;
+            kr[ib] = kx[ib] * c0 + kx[ia] * s0;
+          }
+        for (int side = 0; side < 2; ++side) {
+          const std::vector<double>& b = side ? t.b1[r] : t.bn[r];
+          const char* M = side ? "M = 1" : "M = n";
+          for (std::size_t j = 0; j < kvd; ++j) {
+            EXPECT_LE(std::abs(t.kv[side].k[0][r * kvd + j] - kr[j]), b[j])
+                << profile << " arch " << int(arch) << " K row " << r << " col " << j << " " << M;
+            EXPECT_LE(std::abs(t.kv[side].v[0][r * kvd + j] - vx[j]), b[kvd + j])
+                << profile << " arch " << int(arch) << " V row " << r << " col " << j << " " << M;
+          }
+        }
+      }
+    }
+  }
+}
+
+// cached_kv's bound for rows computed by different paths: under fp32 the two paths (M = 14: the tiled GEMM; M = 1:
+// the GEMV) differ in layer 0 and pass within the sum of both sides' layer0_kv_bound (a bound result, not bitwise);
+// the same rows with one side's cache rounded to fp16 (a narrow cache) fail it, naming layer 0. With the bound left
+// out, those rows are only measured.
+TEST(CachedKv, RowsOfDifferentPathsAreJudgedByTheProjectionBound) {
+  const Fixture s = make_fixture(Arch::llama);
+  const TwoPaths t = two_paths(s, "fp32");
+  const std::size_t n = s.prompt.size(), kvd = s.c.kv_dim();
+  std::vector<std::vector<double>> bound = t.bn;
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t e = 0; e < bound[r].size(); ++e) bound[r][e] += t.b1[r][e];
+  const std::vector<int> gate(n, 0);
+  const KvRows &ka = t.kv[0], &kb = t.kv[1];
+  double differ = 0.0;
+  for (std::size_t i = 0; i < n * kvd; ++i) differ = std::max(differ, std::abs(double(ka.k[0][i]) - kb.k[0][i]));
+  EXPECT_GT(differ, 0.0) << "M = 14 and M = 1 took the same arithmetic: nothing to bound";
+  const CheckResult ok = cached_kv_rule("chunked", ka, kb, n, gate, "", 1, bound);
+  EXPECT_TRUE(ok.pass) << ok.detail;
+  EXPECT_GT(ok.bound, 0.0) << ok.detail;
+  EXPECT_GT(ok.error, 0.0) << ok.detail;
+  EXPECT_NE(ok.detail.find("projection bounds"), std::string::npos) << ok.detail;
+  // One side's layer-0 cache kept in fp16.
+  std::vector<float> k16(ka.k[0].begin(), ka.k[0].end()), v16(ka.v[0].begin(), ka.v[0].end());
+  for (float& v : k16) v = static_cast<float>(round_to(Format::fp16, v));
+  for (float& v : v16) v = static_cast<float>(round_to(Format::fp16, v));
+  KvRows narrow = ka;
+  narrow.k[0] = k16;
+  narrow.v[0] = v16;
+  const CheckResult bad = cached_kv_rule("chunked", narrow, kb, n, gate, "", 1, bound);
+  EXPECT_FALSE(bad.pass) << bad.detail;
+  EXPECT_NE(bad.detail.find("layer 0 row"), std::string::npos) << bad.detail;
+  const CheckResult unbounded = cached_kv_rule("chunked", narrow, kb, n, gate, "", 1);
+  EXPECT_TRUE(unbounded.pass) << "without bounds the rows are measured only: " << unbounded.detail;
+  std::printf("different paths: %s\nnarrow: %s\n", ok.detail.c_str(), bad.detail.c_str());
 }
 
 }  // namespace

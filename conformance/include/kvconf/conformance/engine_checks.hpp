@@ -70,4 +70,14 @@ CheckResults check_engine_matches_oracle(const engine::Model& model, const engin
                                          std::span<const int> tokens, const EngineOracleOptions& options,
                                          std::uint64_t seed, engine::ContextOptions context = {});
 
+// End-to-end a-priori bound of layer 0's cached K (post-RoPE) and V for one row: |cached − exact| per element, where
+// exact is RoPE(W_k · rmsnorm(x)) and W_v · rmsnorm(x) of the row's layer input x (hidden: the embedding row, Gemma's
+// scaled, the same bits on every path) at position `pos`, the row computed in a call of M rows (the norm path of
+// NormShape{M, hidden}, the GEMM path of GemmShape{M, kv_dim, hidden}): the norm's bound carried through |W|, the
+// projection's own bound on the rounded inputs, and RoPE's carried through the rotation plus its own. (2·kv_dim): K
+// then V, each (n_kv_heads, head_dim). cached_kv uses the sum of two sides' bounds for rows their calls computed by
+// different paths.
+std::vector<double> layer0_kv_bound(const engine::Model& model, const engine::ProfileKernels& kernels,
+                                    std::span<const float> x, std::size_t pos, std::size_t M);
+
 }  // namespace kvconf::conformance

@@ -65,8 +65,14 @@ std::vector<int> kv_gate(const std::vector<engine::CallRecord>& a, const std::ve
 // every layer bit for bit); the rest measured (the largest |ΔK| and |ΔV| over every layer and row, in the detail). A
 // failure names the layer, row and head of the first difference. A cache kept in a narrower format than the model
 // computes in fails it on the prompt's rows.
+// layer0_bound (per row; empty: none): for a row whose gate is 0 and that both sides computed (by different paths),
+// the per-element bound of |ΔK|, |ΔV| in layer 0 ((2·kv_dim): K then V; the sum of both sides' layer0_kv_bound);
+// such values pass within it, and the result is then a bound result (error, bound and headroom of the worst value).
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
-                           const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed);
+                           const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed,
+                           const std::vector<std::vector<double>>& layer0_bound = {});
+// The rows M of the call that last fed each of the first `rows` cache rows (0: no call fed it).
+std::vector<std::size_t> kv_row_calls(const std::vector<engine::CallRecord>& calls, std::size_t rows);
 
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind
