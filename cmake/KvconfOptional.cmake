@@ -116,3 +116,31 @@ else()
   endif()
 endif()
 
+
+# llama.cpp (docs/LLAMA_CPP.md): the llama.cpp that scripts/llama_cpp.sh builds from PyPI's llama-cpp-python sdist
+# into .deps/llama.cpp (shared CPU libraries ggml, ggml-base, ggml-cpu, llama and their CMake packages), or any
+# install given as KVCONF_LLAMA_CPP_DIR (a build of your own: another version or your own patch). Without it the
+# llama.cpp adapter and the ggml plugin are not built and their tests skip with the reason, except under the ci preset
+# (KVCONF_REQUIRE_LLAMA_CPP), as for torch.
+set(KVCONF_LLAMA_CPP_DIR "${PROJECT_SOURCE_DIR}/.deps/llama.cpp" CACHE PATH "llama.cpp install prefix (lib/cmake/llama)")
+option(KVCONF_REQUIRE_LLAMA_CPP "Fail configuring when llama.cpp is not found (the ci preset sets it)" OFF)
+set(KVCONF_LLAMA_CPP_REASON "")
+if(SKBUILD)
+  set(KVCONF_LLAMA_CPP_REASON "not looked for in a pip build of the Python package")
+else()
+  find_package(llama CONFIG QUIET PATHS "${KVCONF_LLAMA_CPP_DIR}" NO_DEFAULT_PATH)
+  if(NOT llama_FOUND)
+    set(KVCONF_LLAMA_CPP_REASON "no llama-config.cmake under ${KVCONF_LLAMA_CPP_DIR} (run scripts/setup.sh, which runs "
+                                "scripts/llama_cpp.sh, or set KVCONF_LLAMA_CPP_DIR)")
+  endif()
+endif()
+if(llama_FOUND)
+  set(KVCONF_LLAMA_CPP_CONVERTER "${KVCONF_LLAMA_CPP_DIR}/share/convert/convert_hf_to_gguf.py")
+  set(KVCONF_LLAMA_CPP_STATUS "found (llama.cpp ${llama_VERSION}, ${llama_DIR})")
+else()
+  set(KVCONF_LLAMA_CPP_STATUS "not found: ${KVCONF_LLAMA_CPP_REASON}")
+  if(KVCONF_REQUIRE_LLAMA_CPP)
+    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_LLAMA_CPP is ON but llama.cpp was not found: ${KVCONF_LLAMA_CPP_REASON}")
+  endif()
+endif()
+message(STATUS "kvconf: llama.cpp: ${KVCONF_LLAMA_CPP_STATUS}")

@@ -195,7 +195,7 @@ std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKe
     Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
     Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
     Vec act(n * I), prod(n * I);
-    ops::activation(f, c.act, gate, act);
+    hooks.activation(f, c, gate, act);
     ops::mul(f, act, up, prod);
     Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);  // (n, D)
     patch_op(o, l, OpStage::down, down, n);

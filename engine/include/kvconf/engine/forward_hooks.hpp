@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "kvconf/engine/config.hpp"
@@ -38,6 +39,8 @@ class ForwardHooks {
                          std::vector<float>& out, bool /*decode*/) const {
     ak.run(a, q, kc, vc, out);
   }
+  // The MLP's activation: act = silu(gate) or gelu_tanh(gate), (rows, intermediate), in the model format.
+  virtual void activation(Format f, const ModelConfig& c, std::span<const float> gate, std::span<float> act) const;
   // Whether the final logit softcap applies.
   virtual bool final_softcap(const ModelConfig& c, bool /*decode*/) const { return c.final_softcap > 0.0; }
 };

@@ -1,0 +1,69 @@
+// One llama.cpp run of one prompt on one path (cache ON: one evaluation of the prompt, then one token per evaluation
+// against the KV cache; cache OFF: the cache cleared and the whole sequence evaluated at every step), with kvconf's
+// sampler and shared draws, and every llama_decode call as llama.cpp's memory reports it (docs/LLAMA_CPP.md).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvconf/engine/call_record.hpp"
+#include "kvconf/engine/sampling.hpp"
+
+struct llama_model;
+struct llama_context;
+
+namespace kvconf::llama_cpp {
+
+// Bad input (a GGUF llama.cpp refuses, a prompt outside the vocabulary, an unknown option value): one line, exit 2.
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RunOptions {
+  std::string cache_type = "f16";  // the K and V cache's ggml type: f32 | f16 | q8_0 | q4_0
+  bool flash_attn = false;         // llama.cpp's flash_attn_ext path (else soft_max + mul_mat)
+  int threads = 1;
+  int batch = 512;  // the prompt evaluation's physical batch (n_ubatch): the rows one graph evaluates at a time
+  std::size_t max_new_tokens = 16;
+  engine::Sampler sampler;
+};
+
+// The cache types RunOptions::cache_type accepts, in the order --help lists them.
+const std::vector<std::string>& cache_types();
+
+struct RunResult {
+  std::vector<int> generated;
+  std::vector<double> draws;
+  std::vector<std::vector<float>> logits;  // (T, V)
+  std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them}
+};
+
+// A GGUF model loaded once for every run (CPU only).
+class Model {
+ public:
+  explicit Model(const std::string& gguf);  // BadInput when llama.cpp cannot load it
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  std::size_t vocab() const;
+  std::size_t n_layers() const;
+  std::size_t hidden() const;
+  std::string arch() const;         // general.architecture
+  std::string weight_type() const;  // "float32" | "float16" (general.file_type), else BadInput names it
+  llama_model* get() const { return model_; }
+
+ private:
+  llama_model* model_ = nullptr;
+  std::string file_;
+};
+
+// Runs `prompt` on one path. BadInput for a prompt token outside the vocabulary or a context llama.cpp refuses.
+RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, const RunOptions& o);
+
+// "llama.cpp <build> (<ggml system info>)" for the trace's engine.version.
+std::string engine_version();
+
+}  // namespace kvconf::llama_cpp

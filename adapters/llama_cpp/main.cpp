@@ -1,0 +1,174 @@
+// kvconf-llama-trace: llama.cpp's cache-ON and cache-OFF runs of a prompt set, written as kvconf.trace/1.1 files that
+// `kvconf check` judges as it judges transformers' (docs/LLAMA_CPP.md, docs/TRACES.md). Exit 0, or 2 with one line
+// naming the file or option on bad input.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kvconf/engine/safetensors.hpp"
+#include "llama_run.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace kvconf;
+using llama_cpp::BadInput;
+
+namespace {
+
+struct Prompt {
+  std::string id;
+  std::vector<int> ids;
+};
+
+// {"prompts": [{"id": str, "ids": [int, ...]}, ...]} (the fixtures' prompt sets, as the HF adapter reads them).
+std::vector<Prompt> load_prompts(const std::string& path, std::size_t vocab) {
+  std::ifstream in(path);
+  if (!in) throw BadInput(path + ": prompt file not found or unreadable");
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception& e) {
+    throw BadInput(path + ": not JSON (" + std::string(e.what()) + ")");
+  }
+  if (!doc.is_object() || !doc.contains("prompts") || !doc["prompts"].is_array() || doc["prompts"].empty())
+    throw BadInput(path + ": field 'prompts' missing, empty or not a list (expected {\"prompts\": [...]})");
+  std::vector<Prompt> out;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < doc["prompts"].size(); ++i) {
+    const json& p = doc["prompts"][i];
+    const std::string where = path + ": prompts[" + std::to_string(i) + "]";
+    if (!p.is_object() || !p.contains("id") || !p["id"].is_string() || p["id"].get<std::string>().empty())
+      throw BadInput(where + ".id: missing or not a non-empty string");
+    Prompt q{p["id"].get<std::string>(), {}};
+    if (q.id.find_first_of("/\\") != std::string::npos || q.id == "." || q.id == "..")
+      throw BadInput(where + ".id: '" + q.id + "' cannot name a file");
+    if (!seen.insert(q.id).second) throw BadInput(where + ".id: duplicate id '" + q.id + "'");
+    if (!p.contains("ids") || !p["ids"].is_array() || p["ids"].empty())
+      throw BadInput(where + ".ids: missing or not a non-empty list of integers");
+    for (const json& t : p["ids"]) {
+      if (!t.is_number_integer()) throw BadInput(where + ".ids: not a list of integers");
+      const long long v = t.get<long long>();
+      if (v < 0 || static_cast<unsigned long long>(v) >= vocab)
+        throw BadInput(where + ".ids: token " + std::to_string(v) + " is outside the model's vocabulary [0, " +
+                       std::to_string(vocab) + ") (a prompt set of another tokenizer?)");
+      q.ids.push_back(static_cast<int>(v));
+    }
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvconf-llama-trace: llama.cpp cache-ON / cache-OFF traces (kvconf.trace/1.1) for kvconf check"};
+  std::string model_path, prompts_path, out_dir, model_name, strategy = "greedy", flash = "off", paths = "on,off";
+  std::size_t n = 1;
+  llama_cpp::RunOptions o;
+  app.add_option("--model", model_path, "GGUF file (F32 or F16 weights)")->required();
+  app.add_option("--prompts", prompts_path, "prompt set JSON ({\"prompts\": [{\"id\", \"ids\"}]})")->required();
+  app.add_option("--out", out_dir, "folder for the traces (created)")->required();
+  app.add_option("--n", n, "the first N prompts (default 1)");
+  app.add_option("--model-name", model_name, "model.name in the traces (default: the GGUF's file stem)");
+  app.add_option("--paths", paths, "on,off (default), on or off");
+  app.add_option("--cache-type", o.cache_type, "KV cache type: f32, f16 (llama.cpp's default), q8_0, q4_0");
+  app.add_option("--flash-attn", flash, "on: flash_attn_ext; off: soft_max + mul_mat (default)");
+  app.add_option("--threads", o.threads, "threads (default 1)");
+  app.add_option("--batch", o.batch, "prompt evaluation's physical batch n_ubatch (default 512)");
+  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens per run (default 16)");
+  app.add_option("--strategy", strategy, "greedy (default), topk, topp");
+  app.add_option("--top-k", o.sampler.top_k, "k of topk (default 50)");
+  app.add_option("--top-p", o.sampler.top_p, "p of topp (default 0.9)");
+  app.add_option("--temperature", o.sampler.temperature, "temperature (default 1)");
+  app.add_option("--seed", o.sampler.seed, "seed of the shared draws step_draw(seed, t) (default 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    try {
+      o.sampler.strategy = engine::parse_strategy(strategy);
+    } catch (const std::invalid_argument& e) {
+      throw BadInput("--strategy: " + std::string(e.what()));
+    }
+    if (flash != "on" && flash != "off") throw BadInput("--flash-attn '" + flash + "': expected on or off");
+    o.flash_attn = flash == "on";
+    if (paths != "on,off" && paths != "on" && paths != "off" && paths != "off,on")
+      throw BadInput("--paths '" + paths + "': expected on,off, on or off");
+    if (o.max_new_tokens < 1) throw BadInput("--max-new-tokens must be at least 1");
+    bool known = false;
+    for (const std::string& t : llama_cpp::cache_types()) known = known || t == o.cache_type;
+    if (!known) throw BadInput("--cache-type '" + o.cache_type + "': expected f32, f16, q8_0 or q4_0");
+    if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
+    const llama_cpp::Model model(model_path);
+    const std::string dtype = model.weight_type();
+    const std::vector<Prompt> prompts = load_prompts(prompts_path, model.vocab());
+    if (n < 1 || n > prompts.size())
+      throw BadInput(prompts_path + ": --n " + std::to_string(n) + " but the file has " +
+                     std::to_string(prompts.size()) + " prompts");
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec || !fs::is_directory(out_dir)) throw BadInput(out_dir + ": --out cannot be created as a folder");
+    if (model_name.empty()) model_name = fs::path(model_path).stem().string();
+    const std::string attention = std::string(o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
+    const std::string version = llama_cpp::engine_version();
+    for (std::size_t i = 0; i < n; ++i) {
+      const Prompt& p = prompts[i];
+      for (const bool on : {true, false}) {
+        if ((on && paths == "off") || (!on && paths == "on")) continue;
+        const llama_cpp::RunResult r = llama_cpp::run(model, p.ids, on, o);
+        json calls = json::array(), call_of_step = json::array();
+        for (const auto& c : r.calls) calls.push_back({c.fed, c.cached});
+        for (std::size_t t = 0; t < r.generated.size(); ++t) call_of_step.push_back(t);
+        const json meta = {{"format", "kvconf.trace/1.1"},
+                           {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
+                           {"model",
+                            {{"name", model_name},
+                             {"path", model_path},
+                             {"vocab_size", model.vocab()},
+                             {"n_layers", model.n_layers()},
+                             {"hidden_size", model.hidden()}}},
+                           {"dtype", dtype},
+                           {"path", on ? "cache_on" : "cache_off"},
+                           {"strategy",
+                            {{"name", engine::strategy_key(o.sampler.strategy)},
+                             {"top_k", o.sampler.top_k},
+                             {"top_p", o.sampler.top_p},
+                             {"temperature", o.sampler.temperature},
+                             {"seed", o.sampler.seed}}},
+                           {"prompt_id", p.id},
+                           {"prompt_ids", p.ids},
+                           {"generated_ids", r.generated},
+                           {"draws", r.draws},
+                           {"scenario", {{"name", "cache"}}},
+                           {"calls", calls},
+                           {"call_of_step", call_of_step}};
+        engine::TensorData logits{"logits", engine::Dtype::f32, {r.logits.size(), model.vocab()}, {}};
+        for (const auto& row : r.logits) logits.values.insert(logits.values.end(), row.begin(), row.end());
+        const fs::path file =
+            fs::path(out_dir) / (p.id + "." + dtype + "." + attention + "." + strategy + ".s" +
+                                 std::to_string(o.sampler.seed) + (on ? ".on" : ".off") + ".safetensors");
+        engine::write_safetensors(file, {logits}, {{"kvconf.trace", meta.dump()}});
+        std::printf("%s: %s T=%zu tokens", file.c_str(), on ? "cache_on" : "cache_off", r.generated.size());
+        for (int t : r.generated) std::printf(" %d", t);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  } catch (const BadInput& e) {
+    std::fprintf(stderr, "kvconf-llama-trace: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvconf-llama-trace: %s\n", e.what());
+    return 1;
+  }
+}

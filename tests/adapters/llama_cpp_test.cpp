@@ -1,0 +1,216 @@
+// llama.cpp under test (issue 23, docs/LLAMA_CPP.md): kvconf-llama-trace's traces read back (the tokens are kvconf's
+// sampler's choices from the logits and the shared draws, and each side's calls are what its path says, as
+// llama.cpp's memory reported them); the cross-check of llama.cpp with f32 weights and an f32 cache against kvconf's
+// fp32 engine (the same greedy tokens, logits within B = 4·S32 as for transformers, docs/MODELS.md); and llama.cpp's
+// own cache-ON / cache-OFF pairs through kvconf check's rules.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvconf/analysis/metrics.hpp"
+#include "kvconf/conformance/model_cases.hpp"
+#include "kvconf/engine/context.hpp"
+#include "kvconf/engine/forward_hooks.hpp"
+#include "kvconf/engine/model.hpp"
+#include "kvconf/engine/profile.hpp"
+#include "kvconf/engine/sampling.hpp"
+#include "kvconf/kernels/registry.hpp"
+#include "kvconf/numerics/rounding.hpp"
+#include "kvconf/protocol/trace.hpp"
+#include "kvconf/protocol/trace_check.hpp"
+#include "llama_traces.hpp"
+
+namespace kvconf {
+namespace {
+
+namespace fs = std::filesystem;
+using Logits = std::vector<std::vector<float>>;  // (T, V)
+
+const kernels::Registry& registry() {
+  static const kernels::Registry r = kernels::cpu_registry();
+  return r;
+}
+
+const engine::Model& model(const std::string& fixture) {
+  static std::map<std::string, engine::Model> cache;
+  auto it = cache.find(fixture);
+  if (it == cache.end())
+    it = cache.emplace(fixture, engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / fixture, Format::fp32))
+             .first;
+  return it->second;
+}
+
+std::vector<protocol::Trace> traces(const testing::LlamaRun& run) {
+  std::string why;
+  const fs::path dir = testing::llama_traces(run, &why);
+  if (dir.empty()) ADD_FAILURE() << why;
+  std::vector<protocol::Trace> out;
+  if (dir.empty()) return out;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::sort(files.begin(), files.end());  // per prompt: ....off, ....on
+  for (const fs::path& f : files) out.push_back(protocol::read_trace(f));
+  EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
+  return out;
+}
+
+double max_diff(const Logits& a, const Logits& b) {
+  double d = 0.0;
+  for (std::size_t s = 0; s < std::min(a.size(), b.size()); ++s) d = std::max(d, analysis::max_abs_diff(a[s], b[s]));
+  return d;
+}
+
+// Every token is kvconf's sampler's choice from the trace's own logits and draws (SplitMix64 step_draw), and the
+// calls are the path's: cache ON one prompt call from an empty cache, then one token over n + t − 1 cached rows;
+// cache OFF the whole sequence from an empty cache at every step.
+TEST(LlamaCppTraces, TokensAreTheSamplersChoicesAndCallsAreThePaths) {
+  for (const char* strategy : {"greedy", "topk"}) {
+    testing::LlamaRun run{"llama2-tiny", "f16", "f16", false, strategy};
+    for (const protocol::Trace& t : traces(run)) {
+      SCOPED_TRACE(t.file.string());
+      engine::Sampler s;
+      s.strategy = engine::parse_strategy(t.strategy);
+      s.top_k = t.top_k;
+      s.top_p = t.top_p;
+      s.temperature = t.temperature;
+      s.seed = t.seed;
+      ASSERT_EQ(t.generated_ids.size(), 12u);
+      ASSERT_EQ(t.draws.size(), 12u);
+      ASSERT_EQ(t.calls.size(), 12u);
+      const std::size_t n = t.prompt_ids.size();
+      for (std::size_t i = 0; i < t.generated_ids.size(); ++i) {
+        EXPECT_EQ(t.draws[i], engine::step_draw(t.seed, i));
+        EXPECT_EQ(t.generated_ids[i], engine::sample(s, t.logits[i], t.draws[i])) << "step " << i;
+        const engine::CallRecord want = t.cache_on
+                                            ? (i == 0 ? engine::CallRecord{n, 0} : engine::CallRecord{1, n + i - 1})
+                                            : engine::CallRecord{n + i, 0};
+        EXPECT_EQ(t.calls[i].fed, want.fed) << "step " << i;
+        EXPECT_EQ(t.calls[i].cached, want.cached) << "step " << i;
+      }
+      EXPECT_EQ(t.engine, "llama.cpp");
+      EXPECT_EQ(t.dtype, "float16");
+    }
+  }
+}
+
+// ggml's CPU GELU as llama.cpp computes it, even in an f32 model (ggml-cpu/vec.h defines GGML_GELU_FP16): x <= -10
+// gives 0, x >= 10 gives x, any other x is rounded to fp16 and looked up in a table of fp16 GELU-tanh values, so
+// y = fl16(gelu(fl16(x))).
+class GgmlGelu : public engine::ForwardHooks {
+ public:
+  void activation(Format f, const engine::ModelConfig& c, std::span<const float> gate,
+                  std::span<float> act) const override {
+    if (c.act != engine::Activation::gelu_tanh) return ForwardHooks::activation(f, c, gate, act);
+    std::vector<float> g(gate.begin(), gate.end());
+    for (float& x : g) x = static_cast<float>(round_to(Format::fp16, x));
+    ForwardHooks::activation(f, c, g, act);
+    for (std::size_t i = 0; i < act.size(); ++i)
+      act[i] = gate[i] <= -10.0f  ? 0.0f
+               : gate[i] >= 10.0f ? gate[i]
+                                  : static_cast<float>(round_to(Format::fp16, act[i]));
+  }
+};
+
+// What llama.cpp computes that the fixture's transformers config does not say, each visible on its fixture: the
+// converter drops Mistral's sliding window and Gemma-2's query_pre_attn_scalar (llama.cpp then attends over every row
+// and scales by head_dim^-1/2), and ggml's GELU goes through an fp16 table.
+struct Expectation {
+  const char* fixture;
+  bool window_dropped = false, scalar_dropped = false, gelu_table = false;
+  bool any() const { return window_dropped || scalar_dropped || gelu_table; }
+};
+
+// kvconf fp32 over the trace's sequence, cache OFF, with the model as llama.cpp runs it when `as_llama` is set.
+Logits replay_as(const Expectation& e, const protocol::Trace& t, bool as_llama, const std::string& profile = "fp32") {
+  engine::Model m = model(e.fixture);
+  if (as_llama && e.window_dropped) m.config.sliding_window = 0;
+  if (as_llama && e.scalar_dropped) m.config.query_pre_attn_scalar = 0.0;
+  static const GgmlGelu ggml_gelu;
+  engine::ContextOptions o;
+  if (as_llama && e.gelu_table) o.hooks = &ggml_gelu;
+  const engine::ProfileKernels k = profile == "fp32-alt" ? conformance::reordered_fp32_kernels(registry())
+                                                         : engine::resolve(engine::find_profile(profile), registry());
+  engine::Context ctx(m, k, o);
+  Logits z;
+  std::vector<int> seq = t.prompt_ids;
+  for (int tok : t.generated_ids) {
+    z.push_back(ctx.recompute(seq));
+    seq.push_back(tok);
+  }
+  return z;
+}
+
+class LlamaCppCrossCheck : public ::testing::TestWithParam<Expectation> {};
+
+// llama.cpp with f32 weights and an f32 cache (soft_max + mul_mat) against kvconf fp32 on the same sequences: with
+// the model as llama.cpp runs it, the same greedy tokens and logits within B = 4·S32 (S32: that function against itself
+// summed in other orders; with ggml's fp16 GELU table it includes the table's steps); where that differs from the
+// fixture's own config, kvconf's plain fp32 is more than its own B away (the difference is real, and is the one named).
+TEST_P(LlamaCppCrossCheck, F32AgreesWithKvconfFp32) {
+  const Expectation& e = GetParam();
+  const testing::LlamaRun run{e.fixture};
+  for (const protocol::Trace& t : traces(run)) {
+    SCOPED_TRACE(t.file.string());
+    ASSERT_EQ(t.logits_dtype, "F32");
+    const Logits z = replay_as(e, t, true), alt = replay_as(e, t, true, "fp32-alt");
+    const double bound = 4.0 * max_diff(alt, z), diff = max_diff(t.logits, z);
+    std::size_t mismatch = 0;
+    for (std::size_t s = 0; s < z.size(); ++s) mismatch += analysis::top2(z[s]).top1 != t.generated_ids[s];
+    EXPECT_EQ(mismatch, 0u) << "kvconf fp32 chooses other greedy tokens than llama.cpp f32";
+    EXPECT_GT(bound, 0.0);
+    EXPECT_LE(diff, bound) << "max |z_llama.cpp - z_kvconf| = " << diff << ", B = " << bound;
+    std::printf("%s %s: max |z_llama.cpp - z_kvconf fp32| = %.3g, B = %.3g (ratio %.3f), %zu greedy mismatches\n",
+                e.fixture, t.cache_on ? "cache_on" : "cache_off", diff, bound, diff / bound, mismatch);
+    if (e.any()) {  // the fixture's own function, and its own B
+      const Logits zp = replay_as(e, t, false);
+      const double plain = max_diff(t.logits, zp), plain_bound = 4.0 * max_diff(replay_as(e, t, false, "fp32-alt"), zp);
+      EXPECT_GT(plain, plain_bound) << "the fixture's own config agrees with llama.cpp: the expectation is stale";
+      std::printf("  against the fixture's own config: %.3g, its B = %.3g (%.0fx)\n", plain, plain_bound,
+                  plain / plain_bound);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppCrossCheck,
+                         ::testing::Values(Expectation{"llama2-tiny"}, Expectation{"mistral-tiny"},
+                                           Expectation{"gemma2-tiny", false, false, true},
+                                           Expectation{"mistral-obs-tiny", true, false, false},
+                                           Expectation{"gemma2-obs-tiny", false, true, true}),
+                         [](const auto& info) {
+                           std::string s = info.param.fixture;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+// llama.cpp's own pairs (f16 weights; f16 cache with soft_max, f16 cache with flash attention, q8_0 cache with flash
+// attention: llama.cpp refuses a quantised V cache without it) through
+// kvconf check's rules with the fp32 replay: the rules' verdicts printed, every rule passing.
+TEST(LlamaCppCheck, PairsPassKvconfCheck) {
+  for (const auto& [cache, flash] : {std::pair{"f16", false}, std::pair{"f16", true}, std::pair{"q8_0", true}}) {
+    testing::LlamaRun run{"llama2-tiny", "f16", cache, flash, "topk"};
+    const std::vector<protocol::Trace> ts = traces(run);
+    for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
+      const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+      const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+      SCOPED_TRACE(rec.key());
+      ASSERT_GE(rec.rules.size(), 2u);
+      EXPECT_EQ(rec.rules[0].rule, "scenario_path");
+      for (const results::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+      std::printf("%s: %s, %zu rules pass\n", rec.key().c_str(),
+                  rec.free.flip ? ("flip at step " + std::to_string(*rec.free.flip)).c_str() : "no flip",
+                  rec.rules.size());
+      for (const results::CheckResult& r : rec.rules)
+        std::printf("  %s: %s\n", r.rule.c_str(), r.detail.substr(0, 200).c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvconf

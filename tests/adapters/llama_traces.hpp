@@ -1,0 +1,43 @@
+// Traces of llama.cpp runs for the llama.cpp tests, written on first use by kvconf-llama-trace (adapters/llama_cpp)
+// from the fixtures' GGUF files (build/gguf) into the build tree, shared by every test process (trace_dirs.hpp).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "trace_dirs.hpp"
+
+namespace kvconf::testing {
+
+struct LlamaRun {
+  std::string fixture;             // a GGUF under KVCONF_GGUF_DIR: <fixture>.<weights>.gguf
+  std::string weights = "f32";     // f32 | f16
+  std::string cache_type = "f32";  // f32 | f16 | q8_0 | q4_0
+  bool flash = false;
+  std::string strategy = "greedy";
+  int prompts = 2, tokens = 12;
+  std::string id() const {
+    return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
+           std::to_string(prompts) + ".t" + std::to_string(tokens);
+  }
+};
+
+// The folder holding the run's traces, or the reason they could not be written (the adapter's stderr tail).
+inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(KVCONF_LLAMA_TRACES_DIR) / r.id();
+  // Traces written by an older adapter (rebuilt since) are written again.
+  std::error_code age;
+  if (fs::is_directory(dir) && fs::last_write_time(dir, age) < fs::last_write_time(KVCONF_LLAMA_TRACE_EXE, age))
+    fs::remove_all(dir, age);
+  if (fs::is_directory(dir)) return dir;
+  return write_once(dir, why, [&](const fs::path& tmp) {
+    return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
+           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR +
+           "/prompts/gsm8k.json\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) +
+           " --cache-type " + r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
+           " --out \"" + tmp.string() + "\"";
+  });
+}
+
+}  // namespace kvconf::testing

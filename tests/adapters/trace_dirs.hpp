@@ -1,0 +1,48 @@
+// Trace folders written on first use by an engine adapter and shared by every test process: each is written into a
+// fresh temporary folder and renamed into place, so concurrent test processes never see a half-written set.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace kvconf::testing {
+
+// Runs a shell command with its output in `log`; on failure sets *why to the command and the log's tail.
+inline bool run_logged(const std::string& cmd, const std::filesystem::path& log, std::string* why) {
+  if (std::system((cmd + " > \"" + log.string() + "\" 2>&1").c_str()) == 0) {
+    std::filesystem::remove(log);
+    return true;
+  }
+  if (why) {
+    std::FILE* f = std::fopen(log.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (f && std::fgets(buf, sizeof buf, f)) text += buf;
+    if (f) std::fclose(f);
+    *why = "failed: " + cmd + "\n" + text.substr(text.size() > 2000 ? text.size() - 2000 : 0);
+  }
+  return false;
+}
+
+// `dir`, written by the shell command command(tmp) into a temporary folder beside it and renamed into place (another
+// process may win the race: then its folder stays and ours goes); empty with *why set when the command failed.
+inline std::filesystem::path write_once(const std::filesystem::path& dir, std::string* why,
+                                        const std::function<std::string(const std::filesystem::path&)>& command) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.parent_path());
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = dir.string() + ".tmp" + pid;
+  fs::remove_all(tmp);
+  if (!run_logged(command(tmp), dir.string() + ".log" + pid, why)) return {};
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) fs::remove_all(tmp);
+  return dir;
+}
+
+}  // namespace kvconf::testing
