@@ -6,19 +6,38 @@
 #include <llama.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 
 namespace kvconf::llama_cpp {
 
 namespace {
 
-// llama.cpp's log goes to stderr only for errors (the rest is its start-up chatter); KVCONF_LLAMA_LOG=1 keeps all.
+// llama.cpp's error lines since the last BadInput, kept for its one-line message of a BadInput (its log is otherwise
+// start-up chatter; KVCONF_LLAMA_LOG=1 prints all of it to stderr).
+std::string& last_error() {
+  static std::string e;
+  return e;
+}
+
 void quiet_log(ggml_log_level level, const char* text, void*) {
   static const bool all = std::getenv("KVCONF_LLAMA_LOG") != nullptr;
-  if (all || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+  if (all) std::fputs(text, stderr);
+  if (level != GGML_LOG_LEVEL_ERROR) return;
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  std::string& e = last_error();
+  if (!t.empty() && e.size() < 400) e += (e.empty() ? "" : "; ") + t;
+}
+
+// " (llama.cpp: <its errors>)", or nothing when it logged none.
+std::string llama_said() {
+  std::string e = std::exchange(last_error(), std::string());
+  return e.empty() ? std::string() : " (llama.cpp: " + e + ")";
 }
 
 void init_backend() {
@@ -63,7 +82,7 @@ Model::Model(const std::string& gguf) : file_(gguf) {
   llama_model_params p = llama_model_default_params();
   p.n_gpu_layers = 0;
   model_ = llama_model_load_from_file(gguf.c_str(), p);
-  if (!model_) throw BadInput(gguf + ": llama.cpp cannot load this GGUF (run with KVCONF_LLAMA_LOG=1 for its log)");
+  if (!model_) throw BadInput(gguf + ": llama.cpp cannot load this GGUF" + llama_said());
 }
 
 Model::~Model() {
@@ -107,8 +126,8 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
   cp.no_perf = true;
   std::unique_ptr<llama_context, ContextDeleter> ctx(llama_init_from_model(m.get(), cp));
   if (!ctx)
-    throw BadInput("llama.cpp refused the context (cache type " + o.cache_type + ", flash attention " +
-                   (o.flash_attn ? "on" : "off") + "; run with KVCONF_LLAMA_LOG=1 for its log)");
+    throw BadInput("--cache-type " + o.cache_type + " --flash-attn " + (o.flash_attn ? "on" : "off") +
+                   ": llama.cpp refused the context" + llama_said());
   llama_memory_t mem = llama_get_memory(ctx.get());
 
   RunResult r;

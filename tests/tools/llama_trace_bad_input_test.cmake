@@ -1,0 +1,30 @@
+# kvconf-llama-trace's bad input (docs/LLAMA_CPP.md): exit 2 and one stderr line naming the file or option, for a
+# missing model, a file llama.cpp cannot load, an unknown cache type or flash-attention value, a context llama.cpp
+# refuses (a quantised V cache without flash attention), a prompt set of another vocabulary and a prompt file that is
+# not JSON. Run as: cmake -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DPROMPTS=<prompts.json>
+#   -DWORK=<scratch dir> -P llama_trace_bad_input_test.cmake
+cmake_policy(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(common --prompts "${PROMPTS}" --out "${WORK}/out" --max-new-tokens 2)
+kvconf_expect_bad("missing model" "no-such.gguf: --model is not a file" --model "${WORK}/no-such.gguf" ${common})
+kvconf_expect_bad("not a GGUF" "gsm8k.json: llama.cpp cannot load this gguf" --model "${PROMPTS}" ${common})
+kvconf_expect_bad("unknown cache type" "--cache-type 'q5_k': expected" --model "${GGUF}" ${common} --cache-type q5_k)
+kvconf_expect_bad("flash-attn value" "--flash-attn 'yes': expected on or off" --model "${GGUF}" ${common}
+                  --flash-attn yes)
+kvconf_expect_bad("quantised V cache without flash attention"
+                  "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
+                  ${common} --cache-type q8_0)
+file(WRITE "${WORK}/other-vocab.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40000, 3]}]}]=])
+kvconf_expect_bad("prompt of another vocabulary" "other-vocab.json: prompts\\[0\\].ids: token 40000 is outside"
+                  --model "${GGUF}" --prompts "${WORK}/other-vocab.json" --out "${WORK}/out")
+file(WRITE "${WORK}/broken.json" "{\"prompts\": [")
+kvconf_expect_bad("prompts not JSON" "broken.json: not json" --model "${GGUF}" --prompts "${WORK}/broken.json"
+                  --out "${WORK}/out")
+if(EXISTS "${WORK}/out")
+  file(GLOB written "${WORK}/out/*")
+  if(written)
+    message(FATAL_ERROR "bad input wrote traces: ${written}")
+  endif()
+endif()
