@@ -240,24 +240,31 @@ SdpaArgs build_batch(Format f, std::span<const AttentionCall> calls, std::span<c
   return a;
 }
 
+// The backend at::_fused_sdp_choice takes for the arguments build() makes, or nullopt with `refusal` and SDPA's
+// first line in *why.
+template <class Build>
+std::optional<std::string> choice_of(Sdpa forced, const char* refusal, std::string* why, Build build) {
+  try {
+    const SdpaArgs a = build();
+    ForceBackend force(forced);
+    return std::string(backend_name(at::_fused_sdp_choice(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale)));
+  } catch (const std::exception& e) {
+    if (why) {
+      const std::string msg = e.what();
+      *why = std::string(refusal) + ": " + msg.substr(0, msg.find('\n'));
+    }
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> sdpa_batch_choice(Sdpa forced, Format f, std::span<const AttentionCall> calls,
                                              std::string* why) {
   std::lock_guard<std::mutex> lock(torch_mutex());
   init_once();
-  try {
-    const SdpaArgs a = build_batch(f, calls, {}, false);
-    ForceBackend force(forced);
-    const std::int64_t b = at::_fused_sdp_choice(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale);
-    return std::string(backend_name(b));
-  } catch (const std::exception& e) {
-    if (why) {
-      std::string msg = e.what();
-      *why = "SDPA takes no padded batch under the forced backend: " + msg.substr(0, msg.find('\n'));
-    }
-    return std::nullopt;
-  }
+  return choice_of(forced, "SDPA takes no padded batch under the forced backend", why,
+                   [&] { return build_batch(f, calls, {}, false); });
 }
 
 void sdpa_batch(Sdpa forced, Format f, std::span<const AttentionSeq> seqs) {
@@ -301,18 +308,8 @@ std::optional<std::string> sdpa_choice(Sdpa forced, Format f, const AttentionCal
   const auto& s = call.shape;
   const std::vector<float> q(s.n_q * s.n_heads * s.d, 0.0f), k(s.n_kv * s.n_kv_heads * s.d, 0.0f),
       v(s.n_kv * s.n_kv_heads * s.d_v, 0.0f);
-  try {
-    const SdpaArgs a = build(f, how, call, q, k, v);
-    ForceBackend force(forced);
-    const std::int64_t b = at::_fused_sdp_choice(a.q, a.k, a.v, a.mask, 0.0, a.is_causal, a.scale);
-    return std::string(backend_name(b));
-  } catch (const std::exception& e) {
-    if (why) {
-      std::string msg = e.what();
-      *why = "SDPA takes no forced backend for this call: " + msg.substr(0, msg.find('\n'));
-    }
-    return std::nullopt;
-  }
+  return choice_of(forced, "SDPA takes no forced backend for this call", why,
+                   [&] { return build(f, how, call, q, k, v); });
 }
 
 void sdpa(Sdpa forced, Format f, Calling how, const AttentionCall& call, std::span<const float> q,

@@ -68,23 +68,14 @@ Logits replay(const std::string& fixture, const std::string& profile, const prot
   return z;
 }
 
-double max_diff(const Logits& a, const Logits& b) {
-  double d = 0.0;
-  for (std::size_t s = 0; s < std::min(a.size(), b.size()); ++s) d = std::max(d, analysis::max_abs_diff(a[s], b[s]));
-  return d;
-}
-
 std::vector<protocol::Trace> traces(const testing::HfRun& run) {
   std::string why;
   const fs::path dir = testing::hf_traces(run, &why);
-  if (dir.empty()) ADD_FAILURE() << why;
-  std::vector<protocol::Trace> out;
-  if (dir.empty()) return out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& f : files) out.push_back(protocol::read_trace(f));
+  if (dir.empty()) {
+    ADD_FAILURE() << why;
+    return {};
+  }
+  std::vector<protocol::Trace> out = testing::read_traces(dir);
   EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
   return out;
 }
@@ -100,8 +91,8 @@ Agreement agree(const std::string& fixture, const protocol::Trace& t, Fault faul
   const Logits z32 = replay(fixture, "fp32", t);
   const Logits alt = replay(fixture, "fp32-alt", t);
   const Logits zf = fault == Fault::none ? z32 : replay(fixture, "fp32", t, fault);
-  a.bound = 4.0 * max_diff(alt, z32);
-  a.diff = max_diff(t.logits, zf);
+  a.bound = 4.0 * testing::max_diff(alt, z32);
+  a.diff = testing::max_diff(t.logits, zf);
   for (std::size_t s = 0; s < zf.size(); ++s) a.argmax_mismatch += analysis::top2(zf[s]).top1 != t.generated_ids[s];
   return a;
 }

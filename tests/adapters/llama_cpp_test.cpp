@@ -49,22 +49,13 @@ const engine::Model& model(const std::string& fixture) {
 std::vector<protocol::Trace> traces(const testing::LlamaRun& run) {
   std::string why;
   const fs::path dir = testing::llama_traces(run, &why);
-  if (dir.empty()) ADD_FAILURE() << why;
-  std::vector<protocol::Trace> out;
-  if (dir.empty()) return out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  std::sort(files.begin(), files.end());  // per prompt: ....off, ....on
-  for (const fs::path& f : files) out.push_back(protocol::read_trace(f));
+  if (dir.empty()) {
+    ADD_FAILURE() << why;
+    return {};
+  }
+  std::vector<protocol::Trace> out = testing::read_traces(dir);
   EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
   return out;
-}
-
-double max_diff(const Logits& a, const Logits& b) {
-  double d = 0.0;
-  for (std::size_t s = 0; s < std::min(a.size(), b.size()); ++s) d = std::max(d, analysis::max_abs_diff(a[s], b[s]));
-  return d;
 }
 
 // Every token is kvconf's sampler's choice from the trace's own logits and draws (SplitMix64 step_draw), and the
@@ -160,7 +151,7 @@ TEST_P(LlamaCppCrossCheck, F32AgreesWithKvconfFp32) {
     SCOPED_TRACE(t.file.string());
     ASSERT_EQ(t.logits_dtype, "F32");
     const Logits z = replay_as(e, t, true), alt = replay_as(e, t, true, "fp32-alt");
-    const double bound = 4.0 * max_diff(alt, z), diff = max_diff(t.logits, z);
+    const double bound = 4.0 * testing::max_diff(alt, z), diff = testing::max_diff(t.logits, z);
     std::size_t mismatch = 0;
     for (std::size_t s = 0; s < z.size(); ++s) mismatch += analysis::top2(z[s]).top1 != t.generated_ids[s];
     EXPECT_EQ(mismatch, 0u) << "kvconf fp32 chooses other greedy tokens than llama.cpp f32";
@@ -170,7 +161,8 @@ TEST_P(LlamaCppCrossCheck, F32AgreesWithKvconfFp32) {
                 e.fixture, t.cache_on ? "cache_on" : "cache_off", diff, bound, diff / bound, mismatch);
     if (e.any()) {  // the fixture's own function, and its own B
       const Logits zp = replay_as(e, t, false);
-      const double plain = max_diff(t.logits, zp), plain_bound = 4.0 * max_diff(replay_as(e, t, false, "fp32-alt"), zp);
+      const double plain = testing::max_diff(t.logits, zp),
+                   plain_bound = 4.0 * testing::max_diff(replay_as(e, t, false, "fp32-alt"), zp);
       EXPECT_GT(plain, plain_bound) << "the fixture's own config agrees with llama.cpp: the expectation is stale";
       std::printf("  against the fixture's own config: %.3g, its B = %.3g (%.0fx)\n", plain, plain_bound,
                   plain / plain_bound);

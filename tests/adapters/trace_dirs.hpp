@@ -1,14 +1,20 @@
 // Trace folders written on first use by an engine adapter and shared by every test process: each is written into a
-// fresh temporary folder and renamed into place, so concurrent test processes never see a half-written set.
+// fresh temporary folder and renamed into place, so concurrent test processes never see a half-written set. Also
+// what the adapter tests do with them: read a folder's traces, compare logits.
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "kvconf/analysis/metrics.hpp"
+#include "kvconf/protocol/trace.hpp"
 
 namespace kvconf::testing {
 
@@ -43,6 +49,24 @@ inline std::filesystem::path write_once(const std::filesystem::path& dir, std::s
   fs::rename(tmp, dir, ec);
   if (ec) fs::remove_all(tmp);
   return dir;
+}
+
+// Every trace in `dir` (its .safetensors files, sorted by name: per prompt ....off before ....on).
+inline std::vector<protocol::Trace> read_traces(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<protocol::Trace> out;
+  for (const auto& f : files) out.push_back(protocol::read_trace(f));
+  return out;
+}
+
+// max over the steps both have of ‖a[s] − b[s]‖∞, logits (T, V).
+inline double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double d = 0.0;
+  for (std::size_t s = 0; s < std::min(a.size(), b.size()); ++s) d = std::max(d, analysis::max_abs_diff(a[s], b[s]));
+  return d;
 }
 
 }  // namespace kvconf::testing
