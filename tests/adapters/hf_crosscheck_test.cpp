@@ -59,26 +59,10 @@ Logits replay(const std::string& fixture, const std::string& profile, const prot
               Fault fault = Fault::none) {
   const engine::ProfileKernels k = kernels_of(profile);
   engine::Context ctx(model(fixture, k.profile.storage), k, engine::with_fault(fault));
-  Logits z;
-  std::vector<int> seq = t.prompt_ids;
-  for (int tok : t.generated_ids) {
-    z.push_back(ctx.recompute(seq));
-    seq.push_back(tok);
-  }
-  return z;
+  return testing::replay_off(ctx, t);
 }
 
-std::vector<protocol::Trace> traces(const testing::HfRun& run) {
-  std::string why;
-  const fs::path dir = testing::hf_traces(run, &why);
-  if (dir.empty()) {
-    ADD_FAILURE() << why;
-    return {};
-  }
-  std::vector<protocol::Trace> out = testing::read_traces(dir);
-  EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
-  return out;
-}
+std::vector<protocol::Trace> traces(const testing::HfRun& run) { return testing::run_traces(run, testing::hf_traces); }
 
 struct Agreement {
   double diff = 0.0, bound = 0.0;  // max_s ‖z_hf − z_kvconf‖∞ and B

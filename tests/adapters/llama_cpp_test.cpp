@@ -47,15 +47,7 @@ const engine::Model& model(const std::string& fixture) {
 }
 
 std::vector<protocol::Trace> traces(const testing::LlamaRun& run) {
-  std::string why;
-  const fs::path dir = testing::llama_traces(run, &why);
-  if (dir.empty()) {
-    ADD_FAILURE() << why;
-    return {};
-  }
-  std::vector<protocol::Trace> out = testing::read_traces(dir);
-  EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
-  return out;
+  return testing::run_traces(run, testing::llama_traces);
 }
 
 // Every token is kvconf's sampler's choice from the trace's own logits and draws (SplitMix64 step_draw), and the
@@ -129,13 +121,7 @@ Logits replay_as(const Expectation& e, const protocol::Trace& t, bool as_llama, 
   const engine::ProfileKernels k = profile == "fp32-alt" ? conformance::reordered_fp32_kernels(registry())
                                                          : engine::resolve(engine::find_profile(profile), registry());
   engine::Context ctx(m, k, o);
-  Logits z;
-  std::vector<int> seq = t.prompt_ids;
-  for (int tok : t.generated_ids) {
-    z.push_back(ctx.recompute(seq));
-    seq.push_back(tok);
-  }
-  return z;
+  return testing::replay_off(ctx, t);
 }
 
 class LlamaCppCrossCheck : public ::testing::TestWithParam<Expectation> {};

@@ -3,6 +3,7 @@
 // what the adapter tests do with them: read a folder's traces, compare logits.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kvconf/analysis/metrics.hpp"
+#include "kvconf/engine/context.hpp"
 #include "kvconf/protocol/trace.hpp"
 
 namespace kvconf::testing {
@@ -60,6 +62,32 @@ inline std::vector<protocol::Trace> read_traces(const std::filesystem::path& dir
   std::vector<protocol::Trace> out;
   for (const auto& f : files) out.push_back(protocol::read_trace(f));
   return out;
+}
+
+// The traces of an adapter run (write(run, &why): its folder, written on first use), expected two per prompt; a folder
+// that could not be written is a test failure with the adapter's reason.
+template <class Run, class Write>
+std::vector<protocol::Trace> run_traces(const Run& run, Write write) {
+  std::string why;
+  const std::filesystem::path dir = write(run, &why);
+  if (dir.empty()) {
+    ADD_FAILURE() << why;
+    return {};
+  }
+  std::vector<protocol::Trace> out = read_traces(dir);
+  EXPECT_EQ(out.size(), 2u * static_cast<std::size_t>(run.prompts)) << dir;
+  return out;
+}
+
+// The logits (T, V) `ctx` computes cache OFF at every step of the trace's sequence (those that chose each token).
+inline std::vector<std::vector<float>> replay_off(engine::Context& ctx, const protocol::Trace& t) {
+  std::vector<std::vector<float>> z;
+  std::vector<int> seq = t.prompt_ids;
+  for (int tok : t.generated_ids) {
+    z.push_back(ctx.recompute(seq));
+    seq.push_back(tok);
+  }
+  return z;
 }
 
 // max over the steps both have of ‖a[s] − b[s]‖∞, logits (T, V).
