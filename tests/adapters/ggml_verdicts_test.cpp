@@ -1,0 +1,153 @@
+// kvconf's verdict beside ggml's own (issue 23, docs/LLAMA_CPP.md "Two judges"): for every ggml kernel of
+// libkvconf_ggml_plugin.so and every fast GEMM / RMSNorm case, kvconf's oracle rule (error, bound) and the NMSE that
+// llama.cpp's test-backend-ops computes (Σ(y − ref)² / Σ ref², ref in double on the same inputs) against its threshold
+// for the op (mul_mat 5e-4, rms_norm the default 1e-7); then one planted bug in a copy of the plugin's call path — a
+// decode-only fast path that truncates the activations to bf16 (dropping their low 16 bits, as a cheap f32→bf16 cast
+// does) — and which of the two judges catches it.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kvconf/conformance/cases.hpp"
+#include "kvconf/conformance/checks.hpp"
+#include "kvconf/kernels/plugin.hpp"
+#include "kvconf/kernels/registry.hpp"
+
+namespace kvconf {
+namespace {
+
+using conformance::Data;
+using results::all_pass;
+using results::CheckResults;
+using results::describe;
+
+const kernels::Registry& ggml() {
+  static const kernels::Registry r = kernels::plugin_registry({KVCONF_GGML_PLUGIN});
+  return r;
+}
+
+// test-backend-ops' nmse(): Σ(ref − y)² / Σ ref².
+double nmse(const std::vector<double>& ref, const std::vector<float>& y) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) num += (ref[i] - y[i]) * (ref[i] - y[i]), den += ref[i] * ref[i];
+  return num / den;
+}
+
+// The kernel's y on the case's shape and data kind (seed 1), and its NMSE against y in double on the same inputs.
+double gemm_nmse(const kernels::GemmKernel& k, const conformance::GemmCase& c) {
+  const auto& s = c.shape;
+  const std::vector<float> x = conformance::make_values(s.m * s.k, k.info.in, c.data, 11);  // (m, k)
+  const std::vector<float> w = conformance::make_values(s.n * s.k, k.info.in, c.data, 12);  // (n, k)
+  std::vector<float> y(s.m * s.n);                                                          // (m, n)
+  k.run(s, x, w, y);
+  std::vector<double> ref(s.m * s.n, 0.0);
+  for (std::size_t i = 0; i < s.m; ++i)
+    for (std::size_t j = 0; j < s.n; ++j)
+      for (std::size_t t = 0; t < s.k; ++t) ref[i * s.n + j] += double(x[i * s.k + t]) * double(w[j * s.k + t]);
+  return nmse(ref, y);
+}
+
+double norm_nmse(const kernels::NormKernel& k, const conformance::NormCase& c) {
+  const auto& s = c.shape;
+  const std::vector<float> x = conformance::make_values(s.rows * s.d, k.info.in, c.data, 13);  // (rows, d)
+  const std::vector<float> w = conformance::make_values(s.d, k.info.in, Data::normal, 14);     // (d)
+  std::vector<float> y(s.rows * s.d);
+  k.run(s, c.params, x, w, y);
+  std::vector<double> ref(s.rows * s.d);
+  for (std::size_t r = 0; r < s.rows; ++r) {
+    double ss = 0.0;
+    for (std::size_t i = 0; i < s.d; ++i) ss += double(x[r * s.d + i]) * double(x[r * s.d + i]);
+    const double inv = 1.0 / std::sqrt(ss / double(s.d) + double(c.params.eps));
+    for (std::size_t i = 0; i < s.d; ++i)
+      ref[r * s.d + i] = double(x[r * s.d + i]) * inv * (c.params.one_plus_weight ? 1.0 + w[i] : double(w[i]));
+  }
+  return nmse(ref, y);
+}
+
+constexpr double kMulMatNmse = 5e-4;   // test-backend-ops: test_mul_mat::max_nmse_err()
+constexpr double kDefaultNmse = 1e-7;  // test-backend-ops: test_case::max_nmse_err() (rms_norm keeps it)
+
+TEST(GgmlVerdicts, CorrectKernelsPassBothJudges) {
+  ASSERT_EQ(ggml().gemm().size(), 2u);
+  ASSERT_EQ(ggml().norm().size(), 1u);
+  for (const kernels::GemmKernel& k : ggml().gemm())
+    for (const conformance::GemmCase& c : conformance::gemm_cases()) {
+      if (c.slow) continue;
+      const CheckResults r = conformance::check_gemm_matches_oracle(k, c, 1);
+      const double e = gemm_nmse(k, c);
+      EXPECT_TRUE(all_pass(r)) << k.info.name << " " << c.id() << ": " << describe(r);
+      EXPECT_LE(e, kMulMatNmse) << k.info.name << " " << c.id();
+      std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", k.info.name.c_str(),
+                  c.id().c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, kMulMatNmse);
+    }
+  for (const kernels::NormKernel& k : ggml().norm())
+    for (const conformance::NormCase& c : conformance::norm_cases()) {
+      if (c.slow) continue;
+      const CheckResults r = conformance::check_norm_matches_oracle(k, c, 1);
+      const double e = norm_nmse(k, c);
+      EXPECT_TRUE(all_pass(r)) << k.info.name << " " << c.id() << ": " << describe(r);
+      EXPECT_LE(e, kDefaultNmse) << k.info.name << " " << c.id();
+      std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", k.info.name.c_str(),
+                  c.id().c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, kDefaultNmse);
+    }
+}
+
+// x's low 16 bits dropped: bf16 by truncation (toward zero), as a cheap f32→bf16 cast does.
+float truncate_bf16(float v) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) & 0xffff0000u); }
+
+// The planted bug: ggml's mul_mat.f32 called through a decode fast path (M = 1) that truncates the activations to
+// bf16 first; prefill calls (M > 1) are untouched.
+kernels::GemmKernel decode_bf16_truncated(const kernels::GemmKernel& base) {
+  kernels::GemmKernel k = base;
+  k.info.name = "ggml.mutant.mul_mat.decode_bf16_truncated";
+  k.run = [base](const kernels::GemmShape& s, std::span<const float> x, std::span<const float> w, std::span<float> y) {
+    if (s.m != 1) return base.run(s, x, w, y);
+    std::vector<float> xt(x.begin(), x.end());
+    for (float& v : xt) v = truncate_bf16(v);
+    base.run(s, xt, w, y);
+  };
+  return k;
+}
+
+// kvconf catches the decode-only truncation (the oracle rule on a same-sign decode case, the cache ON vs OFF rule on
+// a projection whose decode row takes the fast path); test-backend-ops' NMSE stays under its mul_mat threshold on
+// every decode case (a bias of ~2^-9 relative gives an NMSE of ~4e-6).
+TEST(GgmlVerdicts, PlantedDecodeTruncationIsCaughtByKvconfNotByNmse) {
+  const kernels::GemmKernel* base = ggml().find_gemm("plugin.kvconf_ggml_plugin.mul_mat.f32");
+  ASSERT_NE(base, nullptr);
+  const kernels::GemmKernel bad = decode_bf16_truncated(*base);
+  std::size_t kvconf_fails = 0, nmse_fails = 0, decode_cases = 0;
+  for (const conformance::GemmCase& c : conformance::gemm_cases()) {
+    if (c.slow || c.shape.m != 1) continue;
+    ++decode_cases;
+    const CheckResults r = conformance::check_gemm_matches_oracle(bad, c, 1);
+    const double e = gemm_nmse(bad, c);
+    kvconf_fails += !all_pass(r);
+    nmse_fails += e > kMulMatNmse;
+    std::printf("planted %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e: %s)\n", c.id().c_str(),
+                all_pass(r) ? "pass" : "FAIL", r[0].error, r[0].bound, e, kMulMatNmse,
+                e > kMulMatNmse ? "FAIL" : "pass");
+  }
+  std::size_t on_off_fails = 0, projections = 0;
+  for (const conformance::ProjectionCase& c : conformance::projection_cases()) {
+    ++projections;
+    const CheckResults r = conformance::check_projection_cache_on_off(bad, c, 1);
+    on_off_fails += !all_pass(r);
+    std::printf("planted projection %-24s %s\n", c.id().c_str(), describe(r).c_str());
+  }
+  EXPECT_GT(decode_cases, 0u);
+  EXPECT_GT(kvconf_fails + on_off_fails, 0u) << "kvconf did not catch the decode-only truncation";
+  EXPECT_EQ(nmse_fails, 0u) << "ggml's NMSE threshold caught it too: the comparison no longer shows a difference";
+  std::printf(
+      "decode-only bf16 truncation: kvconf oracle rule fails %zu of %zu decode cases, cache ON/OFF rule %zu "
+      "of %zu projections; NMSE over %.0e on %zu of %zu\n",
+      kvconf_fails, decode_cases, on_off_fails, projections, kMulMatNmse, nmse_fails, decode_cases);
+}
+
+}  // namespace
+}  // namespace kvconf
