@@ -6,6 +6,8 @@
 #include <ggml.h>
 #include <kvconf/plugin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,11 +15,13 @@
 
 namespace {
 
-// A ggml context sized for `bytes` of tensor data plus a handful of tensors and one graph; freed on scope exit.
+// A ggml context sized for `bytes` of tensor data plus the tensors, one graph and the compute's work buffer
+// (ggml_graph_compute_with_ctx takes it from the context: flash attention needs a few rows per thread); freed on
+// scope exit.
 struct Ctx {
   ggml_context* ctx = nullptr;
   explicit Ctx(std::size_t bytes) {
-    ggml_init_params p{bytes + 16 * ggml_tensor_overhead() + ggml_graph_overhead() + 1024, nullptr, false};
+    ggml_init_params p{2 * bytes + 32 * ggml_tensor_overhead() + ggml_graph_overhead() + (4u << 20), nullptr, false};
     ctx = ggml_init(p);
   }
   ~Ctx() {
@@ -105,6 +109,74 @@ int norm(void*, const DLTensor* x, const DLTensor* w, DLTensor* y, const kvconf_
   return 0;
 }
 
+// Whether query row `pos` sees key j (plugin.h's kvconf_attention_params).
+bool visible(const kvconf_attention_params* p, std::int64_t pos, std::int64_t j) {
+  std::int64_t hi = p->causal ? std::min<std::int64_t>(p->n_kv, pos + 1) : p->n_kv, lo = 0;
+  if (p->window > 0) {
+    lo = std::max<std::int64_t>(0, pos - p->window + 1);
+    if (!p->causal) hi = std::min(hi, pos + p->window);
+  }
+  return j >= lo && j < hi;
+}
+
+// user: null = llama.cpp's soft_max + mul_mat path, non-null = ggml_flash_attn_ext. q (n_q, H, d), caches (capacity,
+// Hkv, d | d_v) in fp16 (only rows [0, n_kv) are read), out (n_q, H, d_v) in fp32.
+int attention(void* user, const DLTensor* q, const DLTensor* kc, const DLTensor* vc, DLTensor* out,
+              const kvconf_attention_params* p, char* err, std::size_t err_size) {
+  const bool flash = user != nullptr;
+  if (q->ndim != 3 || kc->ndim != 3 || vc->ndim != 3 || out->ndim != 3) {
+    std::snprintf(err, err_size, "ggml plugin: attention tensors must be 3-d");
+    return 2;
+  }
+  const std::int64_t nq = q->shape[0], H = q->shape[1], d = q->shape[2], Hkv = kc->shape[1], dv = vc->shape[2];
+  const std::int64_t nkv = p->n_kv;
+  if (nkv < 1) return std::snprintf(err, err_size, "ggml plugin: attention over an empty cache"), 2;
+  if (!q->data) return 0;
+  const std::size_t bytes = static_cast<std::size_t>(
+      (nq * H * d + 2 * nkv * Hkv * (d + dv) + nq * nkv * (H + 2) + 3 * nq * H * dv) * 4 + 4096);
+  Ctx c(bytes);
+  if (!c.ctx) return std::snprintf(err, err_size, "ggml plugin: ggml_init failed"), 1;
+  ggml_tensor* qt = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, d, H, nq);     // ne {d, H, n_q}: the rows as given
+  ggml_tensor* kt = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, d, Hkv, nkv);  // ne {d, Hkv, n_kv}: the filled rows
+  ggml_tensor* vt = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F16, dv, Hkv, nkv);
+  if (load(qt, q, err, err_size) || load(kt, kc, err, err_size) || load(vt, vc, err, err_size)) return 1;
+  // The mask: 0 where a row sees a key, -inf elsewhere; ne {n_kv, n_q} (F16 for flash attention, F32 for soft_max).
+  ggml_tensor* mask = ggml_new_tensor_2d(c.ctx, flash ? GGML_TYPE_F16 : GGML_TYPE_F32, nkv, nq);
+  for (std::int64_t i = 0; i < nq; ++i)
+    for (std::int64_t j = 0; j < nkv; ++j) {
+      const float m = visible(p, p->q_offset + i, j) ? 0.0f : -INFINITY;
+      if (flash)
+        static_cast<ggml_fp16_t*>(mask->data)[i * nkv + j] = ggml_fp32_to_fp16(m);
+      else
+        static_cast<float*>(mask->data)[i * nkv + j] = m;
+    }
+  ggml_tensor* qp = ggml_permute(c.ctx, qt, 0, 2, 1, 3);  // ne {d, n_q, H}
+  ggml_tensor* kp = ggml_permute(c.ctx, kt, 0, 2, 1, 3);  // ne {d, n_kv, Hkv}
+  ggml_tensor* res = nullptr;
+  if (flash) {
+    ggml_tensor* vp = ggml_permute(c.ctx, vt, 0, 2, 1, 3);                           // ne {d_v, n_kv, Hkv}
+    res = ggml_flash_attn_ext(c.ctx, qp, kp, vp, mask, p->scale, 0.0f, p->softcap);  // ne {d_v, H, n_q}
+    ggml_flash_attn_ext_set_prec(res, GGML_PREC_F32);
+  } else {
+    ggml_tensor* kq = ggml_mul_mat(c.ctx, kp, qp);  // ne {n_kv, n_q, H}, F32 (ggml rounds q to f16: exact here)
+    float sm_scale = p->scale;
+    if (p->softcap > 0.0f) {  // as llama.cpp's Gemma-2 graph: the scale first, then c·tanh(s / c)
+      kq = ggml_scale(c.ctx, kq, p->scale / p->softcap);
+      kq = ggml_scale(c.ctx, ggml_tanh(c.ctx, kq), p->softcap);
+      sm_scale = 1.0f;
+    }
+    kq = ggml_soft_max_ext(c.ctx, kq, mask, sm_scale, 0.0f);                   // ne {n_kv, n_q, H}
+    ggml_tensor* vtr = ggml_cont(c.ctx, ggml_permute(c.ctx, vt, 1, 2, 0, 3));  // ne {n_kv, d_v, Hkv}
+    ggml_tensor* kqv = ggml_mul_mat(c.ctx, vtr, kq);                           // ne {d_v, n_q, H}: P rounded to f16
+    res = ggml_permute(c.ctx, kqv, 0, 2, 1, 3);                                // ne {d_v, H, n_q}
+  }
+  res = ggml_cont(c.ctx, res);
+  if (compute(c.ctx, res, err, err_size)) return 1;
+  std::memcpy(static_cast<char*>(out->data) + out->byte_offset, res->data,
+              static_cast<std::size_t>(nq * H * dv) * sizeof(float));
+  return 0;
+}
+
 void* as_user(ggml_type t) { return reinterpret_cast<void*>(static_cast<std::intptr_t>(t)); }
 
 const kvconf_kernel_desc kernels[] = {
@@ -117,6 +189,13 @@ const kvconf_kernel_desc kernels[] = {
     {"rms_norm.f32", KVCONF_KIND_NORM, KVCONF_FP32, KVCONF_FP32, KVCONF_FP32, 0, 1, 0,
      "ggml CPU ggml_rms_norm then ggml_mul by the weight (llama.cpp's attn_norm / ffn_norm)", nullptr, nullptr, nullptr,
      norm, norm, nullptr, nullptr},
+    {"attn.soft_max.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, KVCONF_FP32, 0, 1, 1,
+     "llama.cpp's attention without flash attention over an f16 cache: ggml_mul_mat(K, Q), ggml_soft_max_ext, "
+     "ggml_mul_mat(Vt, P) (which rounds P to f16)",
+     nullptr, nullptr, nullptr, nullptr, nullptr, attention, attention},
+    {"attn.flash_attn_ext.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, KVCONF_FP32, 0, 1, 1,
+     "llama.cpp's flash attention over an f16 cache: ggml_flash_attn_ext, F32 precision", reinterpret_cast<void*>(1),
+     nullptr, nullptr, nullptr, nullptr, attention, attention},
 };
 
 }  // namespace
