@@ -130,12 +130,20 @@ if(SKBUILD)
 else()
   find_package(llama CONFIG QUIET PATHS "${KVCONF_LLAMA_CPP_DIR}" NO_DEFAULT_PATH)
   if(NOT llama_FOUND)
-    set(KVCONF_LLAMA_CPP_REASON "no llama-config.cmake under ${KVCONF_LLAMA_CPP_DIR} (run scripts/setup.sh, which runs "
-                                "scripts/llama_cpp.sh, or set KVCONF_LLAMA_CPP_DIR)")
+    string(CONCAT KVCONF_LLAMA_CPP_REASON "no llama-config.cmake under ${KVCONF_LLAMA_CPP_DIR} (run scripts/setup.sh, "
+                  "which runs scripts/llama_cpp.sh, or set KVCONF_LLAMA_CPP_DIR)")
   endif()
 endif()
+# The converter from the pinned sdist (scripts/llama_cpp.sh), also for a llama.cpp of your own given as
+# KVCONF_LLAMA_CPP_DIR (whose install has none); set this to use another.
+set(KVCONF_LLAMA_CPP_CONVERTER "${PROJECT_SOURCE_DIR}/.deps/llama.cpp/share/convert/convert_hf_to_gguf.py"
+    CACHE FILEPATH "llama.cpp's convert_hf_to_gguf.py (with its conversion/ and gguf-py/ beside it)")
+if(llama_FOUND AND NOT EXISTS "${KVCONF_LLAMA_CPP_CONVERTER}")
+  set(llama_FOUND FALSE)
+  string(CONCAT KVCONF_LLAMA_CPP_REASON "no GGUF converter at KVCONF_LLAMA_CPP_CONVERTER=${KVCONF_LLAMA_CPP_CONVERTER} "
+                "(run scripts/llama_cpp.sh, which installs the pinned llama.cpp's, or set it)")
+endif()
 if(llama_FOUND)
-  set(KVCONF_LLAMA_CPP_CONVERTER "${KVCONF_LLAMA_CPP_DIR}/share/convert/convert_hf_to_gguf.py")
   set(KVCONF_LLAMA_CPP_STATUS "found (llama.cpp ${llama_VERSION}, ${llama_DIR})")
 else()
   set(KVCONF_LLAMA_CPP_STATUS "not found: ${KVCONF_LLAMA_CPP_REASON}")
