@@ -150,9 +150,14 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
     if (!cache_on) {
       llama_memory_clear(mem, true);
       z = call(seq);
+    } else if (t == 0 && o.chunk > 0) {  // the prompt in chunks; the last chunk's logits choose the first token
+      for (std::size_t b = 0; b < seq.size(); b += o.chunk)
+        z = call(std::vector<int>(seq.begin() + static_cast<std::ptrdiff_t>(b),
+                                  seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), b + o.chunk))));
     } else {
       z = call(t == 0 ? seq : std::vector<int>{seq.back()});
     }
+    r.call_of_step.push_back(r.calls.size() - 1);
     const double u = engine::step_draw(o.sampler.seed, t);
     const int tok = engine::sample(o.sampler, z, u);
     r.generated.push_back(tok);

@@ -27,6 +27,8 @@ struct RunOptions {
   int threads = 1;
   int batch = 512;  // the prompt evaluation's physical batch (n_ubatch): the rows one graph evaluates at a time
   std::size_t max_new_tokens = 16;
+  // Cache ON only: the prompt fed in llama_decode calls of `chunk` tokens (the chunked scenario's side; 0: one call).
+  std::size_t chunk = 0;
   engine::Sampler sampler;
 };
 
@@ -38,6 +40,7 @@ struct RunResult {
   std::vector<double> draws;
   std::vector<std::vector<float>> logits;  // (T, V)
   std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them}
+  std::vector<std::size_t> call_of_step;   // the call whose logits chose each token
 };
 
 // A GGUF model loaded once for every run (CPU only).

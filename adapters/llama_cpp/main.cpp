@@ -69,7 +69,9 @@ std::vector<Prompt> load_prompts(const std::string& path, std::size_t vocab) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kvconf-llama-trace: llama.cpp cache-ON / cache-OFF traces (kvconf.trace/1.1) for kvconf check"};
-  std::string model_path, prompts_path, out_dir, model_name, strategy = "greedy", flash = "off", paths = "on,off";
+  std::string model_path, prompts_path, out_dir, model_name, strategy = "greedy", flash = "off", paths = "on,off",
+                                                             scenario = "cache";
+  std::size_t chunk = 4;
   std::size_t n = 1;
   llama_cpp::RunOptions o;
   app.add_option("--model", model_path, "GGUF file (F32 or F16 weights)")->required();
@@ -88,6 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", o.sampler.top_p, "p of topp (default 0.9)");
   app.add_option("--temperature", o.sampler.temperature, "temperature (default 1)");
   app.add_option("--seed", o.sampler.seed, "seed of the shared draws step_draw(seed, t) (default 0)");
+  app.add_option("--scenario", scenario,
+                 "cache (default: cache ON vs OFF) or chunked (the prompt in llama_decode calls of --chunk tokens vs "
+                 "one call, both cache ON; docs/SCENARIOS.md)");
+  app.add_option("--chunk", chunk, "tokens per prompt chunk of --scenario chunked (default 4)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +110,9 @@ int main(int argc, char** argv) {
     if (paths != "on,off" && paths != "on" && paths != "off" && paths != "off,on")
       throw BadInput("--paths '" + paths + "': expected on,off, on or off");
     if (o.max_new_tokens < 1) throw BadInput("--max-new-tokens must be at least 1");
+    if (scenario != "cache" && scenario != "chunked")
+      throw BadInput("--scenario '" + scenario + "': expected cache or chunked (the scenarios this adapter writes)");
+    if (scenario == "chunked" && chunk < 1) throw BadInput("--chunk must be at least 1");
     bool known = false;
     for (const std::string& t : llama_cpp::cache_types()) known = known || t == o.cache_type;
     if (!known) throw BadInput("--cache-type '" + o.cache_type + "': expected f32, f16, q8_0 or q4_0");
@@ -123,11 +132,18 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < n; ++i) {
       const Prompt& p = prompts[i];
       for (const bool on : {true, false}) {
-        if ((on && paths == "off") || (!on && paths == "on")) continue;
-        const llama_cpp::RunResult r = llama_cpp::run(model, p.ids, on, o);
-        json calls = json::array(), call_of_step = json::array();
+        if (scenario == "cache" && ((on && paths == "off") || (!on && paths == "on"))) continue;
+        llama_cpp::RunOptions ro = o;  // chunked: side A feeds the prompt in chunks, side B in one call
+        ro.chunk = scenario == "chunked" && on ? chunk : 0;
+        const llama_cpp::RunResult r = llama_cpp::run(model, p.ids, on || scenario == "chunked", ro);
+        const json sc = scenario == "cache"
+                            ? json{{"name", "cache"}}
+                            : json{{"name", "chunked"}, {"side", on ? "scenario" : "reference"}, {"chunk", chunk}};
+        const std::string side = scenario == "chunked"
+                                     ? ".chunked" + std::to_string(chunk) + (on ? ".scenario" : ".reference")
+                                     : (on ? ".on" : ".off");
+        json calls = json::array();
         for (const auto& c : r.calls) calls.push_back({c.fed, c.cached});
-        for (std::size_t t = 0; t < r.generated.size(); ++t) call_of_step.push_back(t);
         const json meta = {{"format", "kvconf.trace/1.1"},
                            {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
                            {"model",
@@ -137,7 +153,7 @@ int main(int argc, char** argv) {
                              {"n_layers", model.n_layers()},
                              {"hidden_size", model.hidden()}}},
                            {"dtype", dtype},
-                           {"path", on ? "cache_on" : "cache_off"},
+                           {"path", on || scenario == "chunked" ? "cache_on" : "cache_off"},
                            {"strategy",
                             {{"name", engine::strategy_key(o.sampler.strategy)},
                              {"top_k", o.sampler.top_k},
@@ -148,16 +164,15 @@ int main(int argc, char** argv) {
                            {"prompt_ids", p.ids},
                            {"generated_ids", r.generated},
                            {"draws", r.draws},
-                           {"scenario", {{"name", "cache"}}},
+                           {"scenario", sc},
                            {"calls", calls},
-                           {"call_of_step", call_of_step}};
+                           {"call_of_step", r.call_of_step}};
         engine::TensorData logits{"logits", engine::Dtype::f32, {r.logits.size(), model.vocab()}, {}};
         for (const auto& row : r.logits) logits.values.insert(logits.values.end(), row.begin(), row.end());
-        const fs::path file =
-            fs::path(out_dir) / (p.id + "." + dtype + "." + attention + "." + strategy + ".s" +
-                                 std::to_string(o.sampler.seed) + (on ? ".on" : ".off") + ".safetensors");
+        const fs::path file = fs::path(out_dir) / (p.id + "." + dtype + "." + attention + "." + strategy + ".s" +
+                                                   std::to_string(o.sampler.seed) + side + ".safetensors");
         engine::write_safetensors(file, {logits}, {{"kvconf.trace", meta.dump()}});
-        std::printf("%s: %s T=%zu tokens", file.c_str(), on ? "cache_on" : "cache_off", r.generated.size());
+        std::printf("%s: %s T=%zu tokens", file.c_str(), side.c_str() + 1, r.generated.size());
         for (int t : r.generated) std::printf(" %d", t);
         std::printf("\n");
         std::fflush(stdout);

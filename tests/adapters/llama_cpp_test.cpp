@@ -190,5 +190,25 @@ TEST(LlamaCppCheck, PairsPassKvconfCheck) {
   }
 }
 
+// llama.cpp's chunked prefill (the prompt in llama_decode calls of 4 tokens vs one call, both cache ON) through kvconf
+// check's chunked-scenario rules: the calls are the scenario's (chunks of 4 from an empty cache, then one token per
+// call), and every rule passes (docs/MODELS.md has the grid).
+TEST(LlamaCppCheck, ChunkedPrefillPassesKvconfCheck) {
+  testing::LlamaRun run{"llama2-tiny", "f16", "f16", false, "greedy"};
+  run.chunk = 4;
+  const std::vector<protocol::Trace> ts = traces(run);
+  for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {  // sorted: ....reference, ....scenario
+    const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+    EXPECT_EQ(p.on.scenario, "chunked");
+    EXPECT_EQ(p.on.calls.front().fed, 4u);
+    EXPECT_EQ(p.on.calls[1].cached, 4u);
+    const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+    SCOPED_TRACE(rec.key());
+    ASSERT_GE(rec.rules.size(), 1u);
+    EXPECT_EQ(rec.rules[0].rule, "scenario_path");
+    for (const results::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+  }
+}
+
 }  // namespace
 }  // namespace kvconf

@@ -16,9 +16,10 @@ struct LlamaRun {
   bool flash = false;
   std::string strategy = "greedy";
   int prompts = 2, tokens = 12;
+  int chunk = 0;  // > 0: the chunked scenario (the prompt in calls of `chunk` tokens vs one call), not cache ON/OFF
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
-           std::to_string(prompts) + ".t" + std::to_string(tokens);
+           std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "");
   }
 };
 
@@ -36,7 +37,8 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
            r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR +
            "/prompts/gsm8k.json\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) +
            " --cache-type " + r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
-           " --out \"" + tmp.string() + "\"";
+           (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) + " --out \"" +
+           tmp.string() + "\"";
   });
 }
 

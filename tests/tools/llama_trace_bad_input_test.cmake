@@ -16,6 +16,8 @@ kvconf_expect_bad("flash-attn value" "--flash-attn 'yes': expected on or off" --
 kvconf_expect_bad("quantised V cache without flash attention"
                   "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
                   ${common} --cache-type q8_0)
+kvconf_expect_bad("a scenario the adapter does not write" "--scenario 'prefix': expected cache or chunked"
+                  --model "${GGUF}" ${common} --scenario prefix)
 file(WRITE "${WORK}/other-vocab.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40000, 3]}]}]=])
 kvconf_expect_bad("prompt of another vocabulary" "other-vocab.json: prompts\\[0\\].ids: token 40000 is outside"
                   --model "${GGUF}" --prompts "${WORK}/other-vocab.json" --out "${WORK}/out")
