@@ -6,12 +6,11 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "kvconf/analysis/prompts.hpp"
 #include "kvconf/engine/safetensors.hpp"
 #include "llama_run.hpp"
 
@@ -22,47 +21,28 @@ using llama_cpp::BadInput;
 
 namespace {
 
-struct Prompt {
-  std::string id;
-  std::vector<int> ids;
-};
-
-// {"prompts": [{"id": str, "ids": [int, ...]}, ...]} (the fixtures' prompt sets, as the HF adapter reads them).
-std::vector<Prompt> load_prompts(const std::string& path, std::size_t vocab) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": prompt file not found or unreadable");
-  json doc;
+// The prompt set (analysis::read_prompts: the file the fixtures write), each id unique and usable in a file name (the
+// traces are named after it), each token inside the model's vocabulary.
+std::vector<analysis::Prompt> load_prompts(const std::string& path, std::size_t vocab) {
+  std::vector<analysis::Prompt> prompts;
   try {
-    doc = json::parse(in);
-  } catch (const json::exception& e) {
-    throw BadInput(path + ": not JSON (" + std::string(e.what()) + ")");
+    prompts = analysis::read_prompts(path);
+  } catch (const std::runtime_error& e) {
+    throw BadInput(e.what());
   }
-  if (!doc.is_object() || !doc.contains("prompts") || !doc["prompts"].is_array() || doc["prompts"].empty())
-    throw BadInput(path + ": field 'prompts' missing, empty or not a list (expected {\"prompts\": [...]})");
-  std::vector<Prompt> out;
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < doc["prompts"].size(); ++i) {
-    const json& p = doc["prompts"][i];
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const analysis::Prompt& p = prompts[i];
     const std::string where = path + ": prompts[" + std::to_string(i) + "]";
-    if (!p.is_object() || !p.contains("id") || !p["id"].is_string() || p["id"].get<std::string>().empty())
-      throw BadInput(where + ".id: missing or not a non-empty string");
-    Prompt q{p["id"].get<std::string>(), {}};
-    if (q.id.find_first_of("/\\") != std::string::npos || q.id == "." || q.id == "..")
-      throw BadInput(where + ".id: '" + q.id + "' cannot name a file");
-    if (!seen.insert(q.id).second) throw BadInput(where + ".id: duplicate id '" + q.id + "'");
-    if (!p.contains("ids") || !p["ids"].is_array() || p["ids"].empty())
-      throw BadInput(where + ".ids: missing or not a non-empty list of integers");
-    for (const json& t : p["ids"]) {
-      if (!t.is_number_integer()) throw BadInput(where + ".ids: not a list of integers");
-      const long long v = t.get<long long>();
-      if (v < 0 || static_cast<unsigned long long>(v) >= vocab)
-        throw BadInput(where + ".ids: token " + std::to_string(v) + " is outside the model's vocabulary [0, " +
+    if (p.id.empty() || p.id.find_first_of("/\\") != std::string::npos || p.id == "." || p.id == "..")
+      throw BadInput(where + ".id: '" + p.id + "' cannot name a file");
+    if (!seen.insert(p.id).second) throw BadInput(where + ".id: duplicate id '" + p.id + "'");
+    for (int t : p.ids)
+      if (static_cast<std::size_t>(t) >= vocab)
+        throw BadInput(where + ".ids: token " + std::to_string(t) + " is outside the model's vocabulary [0, " +
                        std::to_string(vocab) + ") (a prompt set of another tokenizer?)");
-      q.ids.push_back(static_cast<int>(v));
-    }
-    out.push_back(std::move(q));
   }
-  return out;
+  return prompts;
 }
 
 }  // namespace
@@ -119,7 +99,7 @@ int main(int argc, char** argv) {
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
     const llama_cpp::Model model(model_path);
     const std::string dtype = model.weight_type();
-    const std::vector<Prompt> prompts = load_prompts(prompts_path, model.vocab());
+    const std::vector<analysis::Prompt> prompts = load_prompts(prompts_path, model.vocab());
     if (n < 1 || n > prompts.size())
       throw BadInput(prompts_path + ": --n " + std::to_string(n) + " but the file has " +
                      std::to_string(prompts.size()) + " prompts");
@@ -130,7 +110,7 @@ int main(int argc, char** argv) {
     const std::string attention = std::string(o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
     const std::string version = llama_cpp::engine_version();
     for (std::size_t i = 0; i < n; ++i) {
-      const Prompt& p = prompts[i];
+      const analysis::Prompt& p = prompts[i];
       for (const bool on : {true, false}) {
         if (scenario == "cache" && ((on && paths == "off") || (!on && paths == "on"))) continue;
         llama_cpp::RunOptions ro = o;  // chunked: side A feeds the prompt in chunks, side B in one call

@@ -22,7 +22,7 @@ file(WRITE "${WORK}/other-vocab.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40
 kvconf_expect_bad("prompt of another vocabulary" "other-vocab.json: prompts\\[0\\].ids: token 40000 is outside"
                   --model "${GGUF}" --prompts "${WORK}/other-vocab.json" --out "${WORK}/out")
 file(WRITE "${WORK}/broken.json" "{\"prompts\": [")
-kvconf_expect_bad("prompts not JSON" "broken.json: not json" --model "${GGUF}" --prompts "${WORK}/broken.json"
+kvconf_expect_bad("prompts not JSON" "broken.json: : not valid json" --model "${GGUF}" --prompts "${WORK}/broken.json"
                   --out "${WORK}/out")
 if(EXISTS "${WORK}/out")
   file(GLOB written "${WORK}/out/*")
