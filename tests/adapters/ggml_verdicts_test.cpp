@@ -1,9 +1,9 @@
 // kvconf's verdict beside ggml's own (issue 23, docs/LLAMA_CPP.md "Two judges"): for every ggml kernel of
 // libkvconf_ggml_plugin.so and every fast GEMM / RMSNorm case, kvconf's oracle rule (error, bound) and the NMSE that
-// llama.cpp's test-backend-ops computes (Σ(y − ref)² / Σ ref², ref in double on the same inputs) against its threshold
-// for the op (mul_mat 5e-4, rms_norm the default 1e-7); then one planted bug in a copy of the plugin's call path — a
-// decode-only fast path that truncates the activations to bf16 (dropping their low 16 bits, as a cheap f32→bf16 cast
-// does) — and which of the two judges catches it.
+// llama.cpp's test-backend-ops computes (Σ(y − ref)² / Σ ref², ref the oracle's value on the same inputs) against its
+// threshold for the op (mul_mat 5e-4, rms_norm the default 1e-7); then one planted bug in a copy of the plugin's call
+// path — a decode-only fast path that truncates the activations to bf16 (dropping their low 16 bits, as a cheap
+// f32→bf16 cast does) — and which of the two judges catches it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,8 @@
 #include "kvconf/kernels/plugin.hpp"
 #include "kvconf/kernels/registry.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"
+#include "kvconf/reference/norm.hpp"
+#include "kvconf/reference/oracle.hpp"
 
 namespace kvconf {
 namespace {
@@ -41,18 +43,17 @@ double nmse(const std::vector<double>& ref, const std::vector<float>& y) {
   return num / den;
 }
 
-// The kernel's y on the case's shape and data kind (seed 1), and its NMSE against y in double on the same inputs.
+std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// The kernel's output on the case's shape and data kind, and its NMSE against the oracle's value (reference/: exact,
+// rounded to the nearest double) on the same inputs.
 double gemm_nmse(const kernels::GemmKernel& k, const conformance::GemmCase& c) {
   const auto& s = c.shape;
   const std::vector<float> x = conformance::make_values(s.m * s.k, k.info.in, c.data, 11);  // (m, k)
   const std::vector<float> w = conformance::make_values(s.n * s.k, k.info.in, c.data, 12);  // (n, k)
   std::vector<float> y(s.m * s.n);                                                          // (m, n)
   k.run(s, x, w, y);
-  std::vector<double> ref(s.m * s.n, 0.0);
-  for (std::size_t i = 0; i < s.m; ++i)
-    for (std::size_t j = 0; j < s.n; ++j)
-      for (std::size_t t = 0; t < s.k; ++t) ref[i * s.n + j] += double(x[i * s.k + t]) * double(w[j * s.k + t]);
-  return nmse(ref, y);
+  return nmse(ref::project(wide(x), wide(w), s.m, s.k, s.n, k.info.in).approx, y);
 }
 
 double norm_nmse(const kernels::NormKernel& k, const conformance::NormCase& c) {
@@ -61,54 +62,22 @@ double norm_nmse(const kernels::NormKernel& k, const conformance::NormCase& c) {
   const std::vector<float> w = conformance::make_values(s.d, k.info.in, Data::normal, 14);     // (d)
   std::vector<float> y(s.rows * s.d);
   k.run(s, c.params, x, w, y);
-  std::vector<double> ref(s.rows * s.d);
-  for (std::size_t r = 0; r < s.rows; ++r) {
-    double ss = 0.0;
-    for (std::size_t i = 0; i < s.d; ++i) ss += double(x[r * s.d + i]) * double(x[r * s.d + i]);
-    const double inv = 1.0 / std::sqrt(ss / double(s.d) + double(c.params.eps));
-    for (std::size_t i = 0; i < s.d; ++i)
-      ref[r * s.d + i] = double(x[r * s.d + i]) * inv * (c.params.one_plus_weight ? 1.0 + w[i] : double(w[i]));
-  }
-  return nmse(ref, y);
+  return nmse(ref::rms_norm(wide(x), wide(w), s.rows, s.d, c.params.eps, c.params.one_plus_weight, k.info.in).approx,
+              y);
 }
 
-// The kernel's output on the case's call (its data kind; q and K scaled by 1/4 to keep fp16 scores moderate, V as is)
-// and its NMSE against attention in double on the same inputs (plugin.h's mask, window and softcap).
+// q and K scaled by 1/4 to keep fp16 scores moderate; only the cache's filled rows reach the oracle.
 double attention_nmse(const kernels::AttentionKernel& k, const conformance::AttentionCase& c) {
   const auto& s = c.call.shape;
-  const auto& p = c.call.params;
-  const std::size_t cap = c.call.cap(), rep = s.n_heads / s.n_kv_heads;
+  const std::size_t cap = c.call.cap();
   const std::vector<float> q = conformance::make_values(s.n_q * s.n_heads * s.d, k.info.in, c.data, 15, 0x1p-2);
   const std::vector<float> kc = conformance::make_values(cap * s.n_kv_heads * s.d, k.info.in, c.data, 16, 0x1p-2);
   const std::vector<float> vc = conformance::make_values(cap * s.n_kv_heads * s.d_v, k.info.in, Data::normal, 17);
   std::vector<float> y(s.n_q * s.n_heads * s.d_v);  // (n_q, H, d_v)
   k.run(c.call, q, kc, vc, y);
-  std::vector<double> ref(y.size(), 0.0);
-  const auto n_kv = static_cast<std::int64_t>(s.n_kv), w = static_cast<std::int64_t>(p.window);
-  for (std::size_t i = 0; i < s.n_q; ++i)
-    for (std::size_t h = 0; h < s.n_heads; ++h) {
-      const std::size_t g = h / rep;
-      const std::int64_t pos = p.q_offset + static_cast<std::int64_t>(i);
-      std::int64_t lo = 0, hi = p.causal ? std::min(n_kv, pos + 1) : n_kv;
-      if (w > 0) lo = std::max<std::int64_t>(0, pos - w + 1), hi = p.causal ? hi : std::min(hi, pos + w);
-      std::vector<double> e(s.n_kv, 0.0);  // exp(score − max) of the visible keys
-      double mx = -INFINITY, l = 0.0;
-      for (std::int64_t j = lo; j < hi; ++j) {
-        double dot = 0.0;
-        for (std::size_t t = 0; t < s.d; ++t)
-          dot += double(q[(i * s.n_heads + h) * s.d + t]) * double(kc[(std::size_t(j) * s.n_kv_heads + g) * s.d + t]);
-        dot *= p.scale;
-        if (p.softcap > 0.0) dot = p.softcap * std::tanh(dot / p.softcap);
-        e[std::size_t(j)] = dot;
-        mx = std::max(mx, dot);
-      }
-      for (std::int64_t j = lo; j < hi; ++j) l += (e[std::size_t(j)] = std::exp(e[std::size_t(j)] - mx));
-      for (std::int64_t j = lo; j < hi; ++j)
-        for (std::size_t t = 0; t < s.d_v; ++t)
-          ref[(i * s.n_heads + h) * s.d_v + t] +=
-              e[std::size_t(j)] / l * double(vc[(std::size_t(j) * s.n_kv_heads + g) * s.d_v + t]);
-    }
-  return nmse(ref, y);
+  const std::vector<double> kd(kc.begin(), kc.begin() + static_cast<std::ptrdiff_t>(s.n_kv * s.n_kv_heads * s.d));
+  const std::vector<double> vd(vc.begin(), vc.begin() + static_cast<std::ptrdiff_t>(s.n_kv * s.n_kv_heads * s.d_v));
+  return nmse(ref::attention(wide(q), kd, vd, s, c.call.params, k.info.in).approx, y);
 }
 
 constexpr double kMulMatNmse = 5e-4;   // test-backend-ops: test_mul_mat::max_nmse_err()
