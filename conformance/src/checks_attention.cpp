@@ -421,11 +421,12 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
   return {result_of(cmp, base, seed, what)};
 }
 
-// A batched decode step: the case's last row (its sequence placed in the middle of the launch) among `size` − 1 other
-// sequences of other cache lengths (1 .. 2·n_kv, the same heads and params, each decoding its own last position)
-// with their own data. Returns the target's output (H, d_v).
+// A batched decode step of `size` sequences in launch order: the case's decode row `alone` in the middle (its call
+// with batch = size), among size − 1 other sequences of other cache lengths (1 .. 2·n_kv, the same heads and params,
+// each decoding its own last position) with their own data (`others[i]`, empty at the case's place).
 struct BatchLaunch {
-  std::vector<Problem> others;
+  std::vector<AttentionCall> calls;
+  std::vector<std::optional<Problem>> others;
   std::size_t target = 0;  // the case's place in the launch
   std::size_t min_kv = 0, max_kv = 0;
 };
@@ -436,15 +437,21 @@ BatchLaunch batch_launch(const AttentionKernel& kern, const AttentionCall& alone
   b.target = size / 2;
   const std::size_t n_kv = alone.shape.n_kv;
   b.min_kv = b.max_kv = n_kv;
-  for (std::size_t j = 0; j + 1 < size; ++j) {
+  for (std::size_t i = 0, j = 0; i < size; ++i) {
     AttentionCall c = alone;
+    c.batch = size;
+    if (i == b.target) {
+      b.calls.push_back(c);
+      b.others.emplace_back();
+      continue;
+    }
     c.shape.n_kv = 1 + (n_kv * (j + 2) / 3 + 7 * j) % (2 * n_kv);  // shorter and longer than the target's
     c.params.q_offset = alone.params.causal ? static_cast<std::int64_t>(c.shape.n_kv) - 1 : 0;
     c.capacity = 0;
-    c.batch = size;
     b.min_kv = std::min(b.min_kv, c.shape.n_kv);
     b.max_kv = std::max(b.max_kv, c.shape.n_kv);
-    b.others.push_back(make_problem(kern.info.in, c, data, detail::sub_seed(seed, "batch_seq") + j));
+    b.calls.push_back(c);
+    b.others.push_back(make_problem(kern.info.in, c, data, detail::sub_seed(seed, "batch_seq") + j++));
   }
   return b;
 }
@@ -478,15 +485,10 @@ CheckResults check_attention_batch_invariance(const AttentionKernel& kern, const
   std::vector<BatchLaunch> launches;
   for (std::size_t size : sizes) {
     launches.push_back(batch_launch(kern, alone, c.data, size, seed));
-    AttentionCall target = alone;
-    target.batch = size;
-    std::vector<AttentionCall> calls;
-    for (const Problem& o : launches.back().others) calls.push_back(o.call);
-    calls.insert(calls.begin() + static_cast<std::ptrdiff_t>(launches.back().target), target);
-    for (const auto& call : calls)
+    for (const auto& call : launches.back().calls)
       if (auto why = kern.supports(call)) return {detail::unsupported_result(base, *why, seed)};
     if (kern.run_batch && kern.supports_batch)
-      if (auto why = kern.supports_batch(calls)) return {detail::unsupported_result(base, *why, seed)};
+      if (auto why = kern.supports_batch(launches.back().calls)) return {detail::unsupported_result(base, *why, seed)};
   }
   const std::size_t krow = s.n_kv_heads * s.d, vrow = s.n_kv_heads * s.d_v, row = s.n_heads * s.d_v;
   const auto k_alone = recap(p.k, krow, s.n_kv, alone.cap(), std::nullopt);
@@ -502,30 +504,25 @@ CheckResults check_attention_batch_invariance(const AttentionKernel& kern, const
   cmp.out = kern.info.out;
   cmp.bitwise = bitwise;
   std::string paths = kern.pipeline(alone).name, lengths;
-  std::vector<std::size_t> at_size = {1};
   for (std::size_t j = 0; j < launches.size(); ++j) {
     const BatchLaunch& l = launches[j];
-    AttentionCall target = alone;
-    target.batch = sizes[j];
-    std::vector<std::vector<float>> outs(sizes[j]);
+    std::vector<std::vector<float>> outs(l.calls.size());
     std::vector<kernels::AttentionSeq> seqs;
-    for (std::size_t i = 0, other = 0; i < sizes[j]; ++i) {
-      const bool is_target = i == l.target;
-      const Problem* op = is_target ? nullptr : &l.others[other++];
-      const AttentionCall& call = is_target ? target : op->call;
+    for (std::size_t i = 0; i < l.calls.size(); ++i) {
+      const AttentionCall& call = l.calls[i];
       outs[i].assign(call.shape.n_q * call.shape.n_heads * call.shape.d_v, 0.0f);  // (1, H, d_v)
-      if (is_target)
-        seqs.push_back({call, q_rows(p, r0, s.n_q), k_alone, v_alone, outs[i]});
-      else
+      if (const auto& op = l.others[i])
         seqs.push_back({call, op->q, op->k, op->v, outs[i]});
+      else
+        seqs.push_back({call, q_rows(p, r0, s.n_q), k_alone, v_alone, outs[i]});
     }
     kernels::run_attention_batch(kern, seqs);
     const std::vector<float>& y = outs[l.target];
+    const AttentionCall& target = l.calls[l.target];
     paths += " | batch " + std::to_string(sizes[j]) + ": " + kern.pipeline(target).name;
     lengths += (lengths.empty() ? "" : ", ") + std::to_string(sizes[j]) + " sequences (n_kv " +
                std::to_string(l.min_kv) + ".." + std::to_string(l.max_kv) + ", this one at " +
                std::to_string(l.target) + ")";
-    at_size.push_back(sizes[j]);
     std::vector<double> b;
     if (!bitwise) b = bounds(*o, kern.pipeline(target), 0, 1);
     for (std::size_t i = 0; i < y.size(); ++i)
@@ -536,7 +533,8 @@ CheckResults check_attention_batch_invariance(const AttentionKernel& kern, const
   const std::string what = "decode row alone vs inside " +
                            std::string(kern.run_batch ? "the kernel's batched launch" : "per-sequence launches") +
                            " of " + lengths + " (" + paths + "); worst at batch " +
-                           std::to_string(at_size[std::min(ctx, at_size.size() - 1)]) + " " + where(s, at) + nt;
+                           std::to_string(ctx == 0 ? 1 : sizes[std::min(ctx, sizes.size()) - 1]) + " " + where(s, at) +
+                           nt;
   return {result_of(cmp, "batch", seed, what)};
 }
 
