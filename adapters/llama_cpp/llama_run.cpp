@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -48,16 +47,16 @@ void init_backend() {
   });
 }
 
+// The K and V cache types llama.cpp offers, in the order --help lists them.
 ggml_type cache_type_of(const std::string& name) {
-  static const std::map<std::string, ggml_type> types = {
+  static const std::pair<const char*, ggml_type> types[] = {
       {"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16}, {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}};
-  const auto it = types.find(name);
-  if (it == types.end()) {
-    std::string list;
-    for (const std::string& t : cache_types()) list += (list.empty() ? "" : ", ") + t;
-    throw BadInput("--cache-type '" + name + "': expected one of " + list);
+  std::string list;
+  for (const auto& [n, t] : types) {
+    if (name == n) return t;
+    list += (list.empty() ? "" : ", ") + std::string(n);
   }
-  return it->second;
+  throw BadInput("--cache-type '" + name + "': expected one of " + list);
 }
 
 std::string meta(const llama_model* m, const char* key) {
@@ -72,10 +71,7 @@ struct ContextDeleter {
 
 }  // namespace
 
-const std::vector<std::string>& cache_types() {
-  static const std::vector<std::string> t = {"f32", "f16", "q8_0", "q4_0"};
-  return t;
-}
+void check_cache_type(const std::string& name) { (void)cache_type_of(name); }
 
 Model::Model(const std::string& gguf) : file_(gguf) {
   init_backend();

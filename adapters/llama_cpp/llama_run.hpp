@@ -32,8 +32,8 @@ struct RunOptions {
   engine::Sampler sampler;
 };
 
-// The cache types RunOptions::cache_type accepts, in the order --help lists them.
-const std::vector<std::string>& cache_types();
+// BadInput naming the accepted types unless `name` is a cache type RunOptions::cache_type accepts.
+void check_cache_type(const std::string& name);
 
 struct RunResult {
   std::vector<int> generated;

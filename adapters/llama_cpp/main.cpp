@@ -93,9 +93,7 @@ int main(int argc, char** argv) {
     if (scenario != "cache" && scenario != "chunked")
       throw BadInput("--scenario '" + scenario + "': expected cache or chunked (the scenarios this adapter writes)");
     if (scenario == "chunked" && chunk < 1) throw BadInput("--chunk must be at least 1");
-    bool known = false;
-    for (const std::string& t : llama_cpp::cache_types()) known = known || t == o.cache_type;
-    if (!known) throw BadInput("--cache-type '" + o.cache_type + "': expected f32, f16, q8_0 or q4_0");
+    llama_cpp::check_cache_type(o.cache_type);  // before the model loads
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
     const llama_cpp::Model model(model_path);
     const std::string dtype = model.weight_type();
