@@ -301,8 +301,10 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
   // a prefill of the rows' tokens with capture_hidden; elementwise, so the same bits as either side's).
   std::vector<std::vector<double>> layer0_bound(rows);
   const std::vector<std::size_t> ma = kv_row_calls(a.cache_calls, rows), mb = kv_row_calls(b.cache_calls, rows);
-  if (bitwise_why.empty() && s != Scenario::restore &&
-      std::any_of(gate.begin(), gate.end(), [](int g) { return g == 0; })) {
+  std::vector<std::size_t> bounded_rows;  // gate 0, and both sides computed the row
+  for (std::size_t p = 0; p < rows; ++p)
+    if (gate[p] == 0 && ma[p] && mb[p]) bounded_rows.push_back(p);
+  if (bitwise_why.empty() && s != Scenario::restore && !bounded_rows.empty()) {
     std::vector<int> tokens(prompt.begin(), prompt.end());
     for (std::size_t t = 0; tokens.size() < rows; ++t) tokens.push_back(b.gen.tokens[t]);
     engine::ForwardOptions fo;
@@ -311,8 +313,7 @@ CheckResults check_scenario(engine::Context& ctx, engine::Context& ref, const st
     ctx.prefill(tokens, fo);
     const std::vector<float> x = ctx.trace().hidden.at(0);  // (rows, hidden)
     ctx.reset();
-    for (std::size_t p = 0; p < rows; ++p) {
-      if (gate[p] != 0 || !ma[p] || !mb[p]) continue;
+    for (std::size_t p : bounded_rows) {
       const auto row = std::span<const float>(x).subspan(p * cfg.hidden, cfg.hidden);
       std::vector<double> ba = layer0_kv_bound(ctx.model(), ctx.kernels(), row, p, ma[p]);
       const std::vector<double> bb = layer0_kv_bound(ctx.model(), ctx.kernels(), row, p, mb[p]);
