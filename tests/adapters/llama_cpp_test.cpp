@@ -40,9 +40,12 @@ const kernels::Registry& registry() {
 const engine::Model& model(const std::string& fixture) {
   static std::map<std::string, engine::Model> cache;
   auto it = cache.find(fixture);
-  if (it == cache.end())
-    it = cache.emplace(fixture, engine::load_model(fs::path(KVCONF_FIXTURES_DIR) / "models" / fixture, Format::fp32))
-             .first;
+  if (it == cache.end()) {
+    const fs::path path = fixture == "stories260K"
+                              ? fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin"
+                              : fs::path(KVCONF_FIXTURES_DIR) / "models" / fixture;
+    it = cache.emplace(fixture, engine::load_model(path, Format::fp32)).first;
+  }
   return it->second;
 }
 
@@ -109,6 +112,7 @@ struct Expectation {
   bool window_dropped = false, scalar_dropped = false, gelu_table = false;
   bool any() const { return window_dropped || scalar_dropped || gelu_table; }
 };
+void PrintTo(const Expectation& e, std::ostream* os) { *os << e.fixture; }
 
 // kvconf fp32 over the trace's sequence, cache OFF, with the model as llama.cpp runs it when `as_llama` is set.
 Logits replay_as(const Expectation& e, const protocol::Trace& t, bool as_llama, const std::string& profile = "fp32") {
@@ -160,23 +164,31 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppCrossCheck,
                          ::testing::Values(Expectation{"llama2-tiny"}, Expectation{"mistral-tiny"},
                                            Expectation{"gemma2-tiny", false, false, true},
                                            Expectation{"mistral-obs-tiny", true, false, false},
-                                           Expectation{"gemma2-obs-tiny", false, true, true}),
+                                           Expectation{"gemma2-obs-tiny", false, true, true},
+                                           Expectation{"stories260K"}),
                          [](const auto& info) {
                            std::string s = info.param.fixture;
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
 
-// llama.cpp's own pairs (f16 weights; f16 cache with soft_max, f16 cache with flash attention, q8_0 cache with flash
-// attention: llama.cpp refuses a quantised V cache without it) through
-// kvconf check's rules with the fp32 replay: the rules' verdicts printed, every rule passing.
+// llama.cpp's own pairs through kvconf check's rules with the fp32 replay: the rules' verdicts printed, every rule
+// passing. f16 weights; llama2-tiny with an f16 cache under soft_max and flash attention and a q8_0 cache under flash
+// attention (llama.cpp refuses a quantised V cache without it); stories260K (written by gguf-py's writer from its
+// llama2.c file) with an f16 cache under both: its head_dim of 8 admits no quantised cache (q8_0 blocks are 32 wide).
 TEST(LlamaCppCheck, PairsPassKvconfCheck) {
-  for (const auto& [cache, flash] : {std::pair{"f16", false}, std::pair{"f16", true}, std::pair{"q8_0", true}}) {
-    testing::LlamaRun run{"llama2-tiny", "f16", cache, flash, "topk"};
+  struct Config {
+    const char *fixture, *cache;
+    bool flash;
+  };
+  for (const auto& [fixture, cache, flash] :
+       {Config{"llama2-tiny", "f16", false}, Config{"llama2-tiny", "f16", true}, Config{"llama2-tiny", "q8_0", true},
+        Config{"stories260K", "f16", false}, Config{"stories260K", "f16", true}}) {
+    testing::LlamaRun run{fixture, "f16", cache, flash, "topk"};
     const std::vector<protocol::Trace> ts = traces(run);
     for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
       const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-      const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+      const results::RunPairRecord rec = protocol::check_trace_pair(p, &model(fixture));
       SCOPED_TRACE(rec.key());
       ASSERT_GE(rec.rules.size(), 2u);
       EXPECT_EQ(rec.rules[0].rule, "scenario_path");

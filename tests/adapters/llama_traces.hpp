@@ -10,7 +10,7 @@
 namespace kvconf::testing {
 
 struct LlamaRun {
-  std::string fixture;             // a GGUF under KVCONF_GGUF_DIR: <fixture>.<weights>.gguf
+  std::string fixture;             // a GGUF under KVCONF_GGUF_DIR: <fixture>.<weights>.gguf, or stories260K
   std::string weights = "f32";     // f32 | f16
   std::string cache_type = "f32";  // f32 | f16 | q8_0 | q4_0
   bool flash = false;
@@ -34,8 +34,8 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
   if (fs::is_directory(dir)) return dir;
   return write_once(dir, why, [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
-           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR +
-           "/prompts/gsm8k.json\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) +
+           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR + "/prompts/" +
+           (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) +
            " --cache-type " + r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
            (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) + " --out \"" +
            tmp.string() + "\"";
