@@ -166,8 +166,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppCrossCheck,
                                            Expectation{"mistral-obs-tiny", true, false, false},
                                            Expectation{"gemma2-obs-tiny", false, true, true},
                                            Expectation{"stories260K"}),
-                         [](const auto& info) {
-                           std::string s = info.param.fixture;
+                         [](const auto& p) {
+                           std::string s = p.param.fixture;
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
