@@ -197,7 +197,10 @@ def main():
             kind = 1 if n.startswith("gemm") else 2 if n.startswith("norm") else 3
             fmt = 2 if n.endswith("f16") else 3 if n.endswith("bf16") else 1
             s = lambda b: struct.pack("<I", len(b)) + b
-            table += (s(n.encode()) + struct.pack("<I", 0) + struct.pack("<6i", kind, fmt, 1, fmt, 1, 1) +
+            acc = 2 if ".acc16." in n else 1  # the one kernel declaring an fp16 accumulator (ABI version 2)
+            # name, name_null, abi, kind in acc out cache_invariant deterministic pv_acc reserved, exp ulps, mirrors,
+            # has_run, has_supports
+            table += (s(n.encode()) + struct.pack("<II", 0, 2) + struct.pack("<8i", kind, fmt, acc, fmt, 1, 1, 0, 0) +
                       struct.pack("<I", 4) + s(b"example: " + n.encode()) + struct.pack("<II", 1, 0))
         out("plugin_table", "example_plugin", struct.pack("<I", len(names)) + table)
     else:

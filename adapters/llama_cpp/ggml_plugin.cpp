@@ -156,7 +156,7 @@ int attention(void* user, const DLTensor* q, const DLTensor* kc, const DLTensor*
   if (flash) {
     ggml_tensor* vp = ggml_permute(c.ctx, vt, 0, 2, 1, 3);                           // ne {d_v, n_kv, Hkv}
     res = ggml_flash_attn_ext(c.ctx, qp, kp, vp, mask, p->scale, 0.0f, p->softcap);  // ne {d_v, H, n_q}
-    ggml_flash_attn_ext_set_prec(res, GGML_PREC_F32);
+    ggml_prec_set_acc(res, GGML_PREC_F32);  // as llama.cpp's graph asks (src/llama-graph.cpp)
   } else {
     ggml_tensor* kq = ggml_mul_mat(c.ctx, kp, qp);  // ne {n_kv, n_q, H}, F32 (ggml rounds q to f16: exact here)
     float sm_scale = p->scale;
@@ -193,9 +193,11 @@ const kvconf_kernel_desc kernels[] = {
      "llama.cpp's attention without flash attention over an f16 cache: ggml_mul_mat(K, Q), ggml_soft_max_ext, "
      "ggml_mul_mat(Vt, P) (which rounds P to f16)",
      nullptr, nullptr, nullptr, nullptr, nullptr, attention, attention},
+    // Over an f16 V, ggml's CPU flash attention accumulates P·V key by key in fp16 (ggml-cpu/ops.cpp: VKQ16,
+    // ggml_vec_mad_f16 and ggml_vec_scale_f16; q·k and the softmax in f32): pv_acc says so (ABI version 2).
     {"attn.flash_attn_ext.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, KVCONF_FP32, 0, 1, 1,
-     "llama.cpp's flash attention over an f16 cache: ggml_flash_attn_ext, F32 precision", reinterpret_cast<void*>(1),
-     nullptr, nullptr, nullptr, nullptr, attention, attention},
+     "llama.cpp's flash attention over an f16 cache: ggml_flash_attn_ext, F32 precision, P·V accumulated in f16",
+     reinterpret_cast<void*>(1), nullptr, nullptr, nullptr, nullptr, attention, attention, KVCONF_FP16, 0},
 };
 
 }  // namespace

@@ -187,8 +187,8 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
   const Oracle o = oracle(kern, p, 0, s.n_q);
   const ref::AttentionPipeline pipe = kern.pipeline(c.call);
   const auto b = bounds(o, pipe, 0, s.n_q);
-  const auto naive =
-      detail::naive_attention(kern.info.in, pipe.qk_spec.out, pipe.score, kern.info.out, c.call, p.q, p.k, p.v);
+  const auto naive = detail::naive_attention(kern.info.in, pipe.qk_spec.out, pipe.score, kern.info.out,
+                                             kern.info.partial, c.call, p.q, p.k, p.v);
 
   detail::Worst kernel_err, naive_err;
   double max_oracle = 0.0;
@@ -207,11 +207,12 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
                                          " max_error=" + num(kernel_err.max_error) + nt));
   const double floor = detail::ulp(kern.info.out, max_oracle);
   const double f = detail::two_sided_factor(c.call.params.softcap);
-  res.push_back(detail::bound_result(
-      "two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
-      "naive eager (scores " + std::string(name(pipe.qk_spec.out)) + "/" + std::string(name(pipe.score)) +
-          ", softmax and PV fp32) error=" + num(naive_err.max_error) + " factor=" + num(f) + " floor=ulp_" +
-          std::string(name(kern.info.out)) + "(" + num(max_oracle) + ")=" + num(floor) + nt));
+  res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
+                                     "naive eager (scores " + std::string(name(pipe.qk_spec.out)) + "/" +
+                                         std::string(name(pipe.score)) + ", softmax fp32, q·k and PV accumulated in " +
+                                         std::string(name(kern.info.partial)) + ") error=" + num(naive_err.max_error) +
+                                         " factor=" + num(f) + " floor=ulp_" + std::string(name(kern.info.out)) + "(" +
+                                         num(max_oracle) + ")=" + num(floor) + nt));
   return res;
 }
 

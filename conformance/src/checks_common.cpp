@@ -233,7 +233,7 @@ bool visible(const ref::AttentionParams& p, std::int64_t pos, std::int64_t j) {
   return p.window <= 0 || std::llabs(pos - j) < p.window;
 }
 
-std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out,
+std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out, Format partial,
                                    const kernels::AttentionCall& call, std::span<const float> q,
                                    std::span<const float> k, std::span<const float> v) {
   const auto& sh = call.shape;
@@ -242,6 +242,8 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
   const bool cast_p = in == Format::fp16 || in == Format::bf16;
   const float scale = static_cast<float>(p.scale);
   const float cap = static_cast<float>(p.softcap);
+  // Each step of the q·k and P·V chains rounded to `partial` when it is narrower than fp32 (exact otherwise).
+  const auto step = [partial](float x) { return partial == Format::fp32 ? x : kernels::round_float(partial, x); };
   std::vector<float> o(sh.n_q * sh.n_heads * sh.d_v, 0.0f);  // (n_q, H, d_v)
   std::vector<float> s(sh.n_kv);
   std::vector<float> acc(sh.d_v);
@@ -259,7 +261,7 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
       for (std::size_t j : vis) {
         const float* kr = &k[(j * sh.n_kv_heads + kh) * sh.d];
         float d = 0.0f;
-        for (std::size_t c = 0; c < sh.d; ++c) d = std::fmaf(qr[c], kr[c], d);
+        for (std::size_t c = 0; c < sh.d; ++c) d = step(std::fmaf(qr[c], kr[c], d));
         d = kernels::round_float(qk_out, d);
         float z = kernels::round_float(score, d * scale);
         if (cap > 0.0f) {
@@ -279,7 +281,7 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
         float pj = s[j] / l;
         if (cast_p) pj = kernels::round_float(in, pj);
         const float* vr = &v[(j * sh.n_kv_heads + kh) * sh.d_v];
-        for (std::size_t c = 0; c < sh.d_v; ++c) acc[c] = std::fmaf(pj, vr[c], acc[c]);
+        for (std::size_t c = 0; c < sh.d_v; ++c) acc[c] = step(std::fmaf(pj, vr[c], acc[c]));
       }
       float* orow = &o[(i * sh.n_heads + h) * sh.d_v];
       for (std::size_t c = 0; c < sh.d_v; ++c) orow[c] = kernels::round_float(out, acc[c]);

@@ -4,11 +4,16 @@
  * cache row), which the conformance checks must catch (tests/plugin/plugin_example_test.cpp). */
 #include "example_kernels.h"
 
+/* Positional: name, kind, in, acc, out, cache_invariant, deterministic, exp_error_ulps, mirrors, user, the six
+ * functions, then (ABI version 2) pv_acc (0 = acc) and reserved. */
+#define EX_KERNEL_ACC(NAME, KIND, IN, ACC, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS) \
+  { NAME, KIND, IN, ACC, OUT, 0, 1, 0, MIRRORS, (void*)(VAR), GEMM, NULL, NORM, NULL, ATTN, ATTN_SUPPORTS, 0, 0 }
 #define EX_KERNEL(NAME, KIND, IN, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS) \
-  { NAME, KIND, IN, KVCONF_FP32, OUT, 0, 1, 0, MIRRORS, (void*)(VAR), GEMM, NULL, NORM, NULL, ATTN, ATTN_SUPPORTS }
+  EX_KERNEL_ACC(NAME, KIND, IN, KVCONF_FP32, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS)
 
 #if !defined(KVCONF_EXAMPLE_WRONG)
 static struct ex_variant correct = {0, 0};
+static struct ex_variant acc16 = {1, 0};
 static const struct kvconf_kernel_desc kernels[] = {
     EX_KERNEL("gemm.f32", KVCONF_KIND_GEMM, KVCONF_FP32, KVCONF_FP32, &correct, ex_gemm, NULL, NULL, NULL,
               "example: sequential fp32 dot products"),
@@ -22,6 +27,9 @@ static const struct kvconf_kernel_desc kernels[] = {
               ex_attention_supports, "example: two-pass softmax attention in fp32"),
     EX_KERNEL("attn.two_pass.f16", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP16, &correct, NULL, NULL, ex_attention,
               ex_attention_supports, "example: two-pass softmax attention, fp16 in/out"),
+    /* The wrong plugin's fp16-accumulating GEMM, declared as it computes (acc = KVCONF_FP16): not a bug. */
+    EX_KERNEL_ACC("gemm.acc16.f16", KVCONF_KIND_GEMM, KVCONF_FP16, KVCONF_FP16, KVCONF_FP16, &acc16, ex_gemm, NULL,
+                  NULL, NULL, "example: fp16 in/out, fp16 accumulation, declared"),
 };
 #else
 static struct ex_variant acc16 = {1, 0};

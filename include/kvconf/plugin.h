@@ -1,5 +1,5 @@
-/* The kvconf kernel plugin ABI (version 1): a shared library exports two C functions and a table of kernel
- * descriptors, and kvconf runs every conformance suite on its kernels. Reference: docs/PLUGIN.md.
+/* The kvconf kernel plugin ABI (version 2; version 1 is still read): a shared library exports two C functions and a
+ * table of kernel descriptors, and kvconf runs every conformance suite on its kernels. Reference: docs/PLUGIN.md.
  *
  * Pure C (C99 and C++): no C++ types cross it. Tensors cross as DLPack DLTensor (<dlpack/dlpack.h>), always on the
  * CPU (kDLCPU), compact row-major with explicit strides, byte_offset 0, dtype the kernel's declared format.
@@ -8,8 +8,13 @@
  *   uint32_t kvconf_plugin_abi_version(void);        returns KVCONF_PLUGIN_ABI_VERSION it was built against
  *   int kvconf_plugin_register(const struct kvconf_host* host, struct kvconf_plugin* out,
  *                              char* err, size_t err_size);
- * kvconf calls kvconf_plugin_abi_version first and calls kvconf_plugin_register only when it returns the version
- * kvconf speaks. register fills *out and returns 0, or returns nonzero with a one-line message in err.
+ * kvconf calls kvconf_plugin_abi_version first and calls kvconf_plugin_register only when it returns a version
+ * kvconf speaks (1 or 2: host->abi_version is then that version, and the descriptors are read in its layout).
+ * register fills *out and returns 0, or returns nonzero with a one-line message in err.
+ *
+ * Version 2 (over 1): `acc` may be FP16 or BF16 (a kernel that accumulates in a narrower format declares it), and two
+ * fields follow the function pointers: `pv_acc` (attention's P·V accumulator, when it differs from `acc`) and
+ * `reserved`. A version-1 plugin's table is read as struct kvconf_kernel_desc_v1, with acc FP32 as before.
  */
 #ifndef KVCONF_PLUGIN_H_
 #define KVCONF_PLUGIN_H_
@@ -24,7 +29,9 @@ extern "C" {
 #endif
 
 /* Bumped on every change of a struct layout, a function signature or the meaning of a field. */
-#define KVCONF_PLUGIN_ABI_VERSION 1u
+#define KVCONF_PLUGIN_ABI_VERSION 2u
+/* The oldest version kvconf still reads. */
+#define KVCONF_PLUGIN_ABI_VERSION_MIN 1u
 
 /* Symbol names kvconf looks up with dlsym. */
 #define KVCONF_PLUGIN_ABI_VERSION_SYMBOL "kvconf_plugin_abi_version"
@@ -88,11 +95,13 @@ typedef int (*kvconf_attention_fn)(void* user, const DLTensor* q, const DLTensor
 /* One kernel. Exactly the function pointers of its kind are read; run is required, supports optional (NULL: every
  * call is supported). Strings are NUL-terminated and must stay valid while the library is loaded. */
 struct kvconf_kernel_desc {
-  const char* name;        /* [A-Za-z0-9_.-]{1,64}, unique in the plugin; registered as plugin.<lib>.<name> */
-  int32_t kind;            /* enum kvconf_kernel_kind */
-  int32_t in;              /* enum kvconf_format of the inputs (x and w; q, k_cache and v_cache) */
-  int32_t acc;             /* enum kvconf_format of the reductions' accumulator; must be KVCONF_FP32 in version 1 */
-  int32_t out;             /* enum kvconf_format of the output */
+  const char* name; /* [A-Za-z0-9_.-]{1,64}, unique in the plugin; registered as plugin.<lib>.<name> */
+  int32_t kind;     /* enum kvconf_kernel_kind */
+  int32_t in;       /* enum kvconf_format of the inputs (x and w; q, k_cache and v_cache) */
+  int32_t acc;      /* enum kvconf_format of the reductions' accumulator (GEMM and norm sums, attention's q·k, and
+                       P·V unless pv_acc says otherwise), with at least as many significand bits as `in`;
+                       must be KVCONF_FP32 in version 1 */
+  int32_t out;      /* enum kvconf_format of the output */
   int32_t cache_invariant; /* 1: claims decode and prefill outputs are bitwise equal (independent of rows in the
                               call, cache capacity and chunking); checked bitwise */
   int32_t deterministic;   /* 1: claims the same inputs give the same bits run to run */
@@ -103,19 +112,38 @@ struct kvconf_kernel_desc {
   kvconf_gemm_fn gemm_run, gemm_supports;
   kvconf_norm_fn norm_run, norm_supports;
   kvconf_attention_fn attention_run, attention_supports;
+  /* Version 2: */
+  int32_t pv_acc;   /* attention: enum kvconf_format P·V is accumulated in (each key's p·v added to the running sum,
+                       and the sum rescaled, with one rounding to it), at least as many significand bits as `in`;
+                       0 = acc (the one field where 0 means something: a version-1 source rebuilt keeps its meaning).
+                       0 for GEMM and norm kernels. */
+  int32_t reserved; /* 0 */
+};
+
+/* Version 1's descriptor: version 2's without its last two fields (the layout a plugin returning 1 was built with). */
+struct kvconf_kernel_desc_v1 {
+  const char* name;
+  int32_t kind, in, acc, out, cache_invariant, deterministic;
+  uint32_t exp_error_ulps;
+  const char* mirrors;
+  void* user;
+  kvconf_gemm_fn gemm_run, gemm_supports;
+  kvconf_norm_fn norm_run, norm_supports;
+  kvconf_attention_fn attention_run, attention_supports;
 };
 
 /* What kvconf tells the plugin. */
 struct kvconf_host {
-  uint32_t abi_version;     /* KVCONF_PLUGIN_ABI_VERSION of the host */
+  uint32_t abi_version;     /* the version the host reads this plugin at: the one kvconf_plugin_abi_version returned */
   const char* host_version; /* kvconf's version, e.g. "0.1.0" */
 };
 
 /* What the plugin fills in. */
 struct kvconf_plugin {
-  uint32_t abi_version;                     /* set to KVCONF_PLUGIN_ABI_VERSION */
+  uint32_t abi_version;                     /* set to the version kvconf_plugin_abi_version returns */
   uint32_t n_kernels;                       /* 1 .. 256 */
-  const struct kvconf_kernel_desc* kernels; /* n_kernels descriptors, valid while the library is loaded */
+  const struct kvconf_kernel_desc* kernels; /* n_kernels descriptors (version 1: struct kvconf_kernel_desc_v1),
+                                               valid while the library is loaded */
 };
 
 /* Marks a plugin's two entry points exported even when it builds with -fvisibility=hidden. */

@@ -45,7 +45,8 @@ std::string serialize(const std::vector<KernelEntry>& table) {
   for (const KernelEntry& e : table) {
     put_str(s, e.name);
     put_u32(s, e.name_null);
-    for (std::int32_t v : {e.kind, e.in, e.acc, e.out, e.cache_invariant, e.deterministic})
+    put_u32(s, e.abi);
+    for (std::int32_t v : {e.kind, e.in, e.acc, e.out, e.cache_invariant, e.deterministic, e.pv_acc, e.reserved})
       put_u32(s, static_cast<std::uint32_t>(v));
     put_u32(s, e.exp_error_ulps);
     put_str(s, e.mirrors);
@@ -58,7 +59,7 @@ std::string serialize(const std::vector<KernelEntry>& table) {
 std::vector<KernelEntry> deserialize(const std::string& bytes) {
   Reader r{bytes};
   // Every entry takes at least kMinEntry bytes: a count the bytes cannot hold is refused before anything is allocated.
-  constexpr std::size_t kMinEntry = 11 * sizeof(std::uint32_t);
+  constexpr std::size_t kMinEntry = 14 * sizeof(std::uint32_t);
   const std::uint32_t n = r.u32();
   if (n > (bytes.size() - r.at) / kMinEntry)
     throw std::runtime_error("truncated kernel table from the worker: " + std::to_string(n) + " kernels announced, " +
@@ -68,7 +69,9 @@ std::vector<KernelEntry> deserialize(const std::string& bytes) {
   for (KernelEntry& e : t) {
     e.name = r.str();
     e.name_null = r.u32() != 0;
-    for (std::int32_t* v : {&e.kind, &e.in, &e.acc, &e.out, &e.cache_invariant, &e.deterministic})
+    e.abi = r.u32();
+    for (std::int32_t* v :
+         {&e.kind, &e.in, &e.acc, &e.out, &e.cache_invariant, &e.deterministic, &e.pv_acc, &e.reserved})
       *v = static_cast<std::int32_t>(r.u32());
     e.exp_error_ulps = r.u32();
     e.mirrors = r.str();

@@ -8,9 +8,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -193,12 +195,13 @@ bool load(const char* path) {
       return false;
     }
   const std::uint32_t v = version();
-  if (v != KVCONF_PLUGIN_ABI_VERSION) {
-    respond(kLoadError, "ABI version " + std::to_string(v) + ", expected " + std::to_string(KVCONF_PLUGIN_ABI_VERSION) +
-                            " (KVCONF_PLUGIN_ABI_VERSION of this kvconf)");
+  if (v < KVCONF_PLUGIN_ABI_VERSION_MIN || v > KVCONF_PLUGIN_ABI_VERSION) {
+    respond(kLoadError, "ABI version " + std::to_string(v) + ", expected " +
+                            std::to_string(KVCONF_PLUGIN_ABI_VERSION_MIN) + " to " +
+                            std::to_string(KVCONF_PLUGIN_ABI_VERSION) + " (the versions this kvconf reads)");
     return false;
   }
-  const kvconf_host host{KVCONF_PLUGIN_ABI_VERSION, KVCONF_VERSION};
+  const kvconf_host host{v, KVCONF_VERSION};  // the plugin is read at the version it speaks
   kvconf_plugin out{};
   char err[kErrSize] = {};
   const int rc = reg(&host, &out, err, kErrSize);
@@ -207,9 +210,9 @@ bool load(const char* path) {
     respond(kLoadError, "kvconf_plugin_register returned " + std::to_string(rc) + ": " + one_line(err));
     return false;
   }
-  if (out.abi_version != KVCONF_PLUGIN_ABI_VERSION) {
+  if (out.abi_version != v) {
     respond(kLoadError, "kvconf_plugin_register filled abi_version = " + std::to_string(out.abi_version) +
-                            ", expected " + std::to_string(KVCONF_PLUGIN_ABI_VERSION));
+                            ", expected " + std::to_string(v) + " (what kvconf_plugin_abi_version returned)");
     return false;
   }
   if (out.n_kernels == 0 || out.n_kernels > 256 || out.kernels == nullptr) {
@@ -218,10 +221,24 @@ bool load(const char* path) {
     return false;
   }
   std::vector<KernelEntry> table;
+  // Version 1's descriptors are version 2's without the trailing fields: read each through its own layout's stride,
+  // version 1's copied into a version-2 descriptor whose trailing fields stay 0 (kept for the worker's life).
+  static_assert(offsetof(kvconf_kernel_desc, pv_acc) == sizeof(kvconf_kernel_desc_v1));
+  static std::deque<kvconf_kernel_desc> v1_copies;
   for (std::uint32_t i = 0; i < out.n_kernels; ++i) {
-    const kvconf_kernel_desc& k = out.kernels[i];
+    const kvconf_kernel_desc* kp = &out.kernels[i];
+    if (v == 1) {
+      kvconf_kernel_desc& copy = v1_copies.emplace_back();
+      std::memcpy(&copy, reinterpret_cast<const kvconf_kernel_desc_v1*>(out.kernels) + i,
+                  sizeof(kvconf_kernel_desc_v1));
+      kp = &copy;
+    }
+    const kvconf_kernel_desc& k = *kp;
     g_kernels.push_back(&k);
     KernelEntry e;
+    e.abi = v;
+    e.pv_acc = k.pv_acc;
+    e.reserved = k.reserved;
     e.name_null = k.name == nullptr;
     if (k.name) e.name.assign(k.name, strnlen(k.name, 1024));
     e.kind = k.kind;

@@ -1,5 +1,7 @@
 /* Test plugins with one bad kernel descriptor each, chosen by a compile definition (tests/plugin/CMakeLists.txt):
- * BAD_FORMAT (in = 7), EMPTY_NAME, DUPLICATE_NAME, NULL_RUN. kvconf must refuse each naming the field. */
+ * BAD_FORMAT (in = 7), EMPTY_NAME, DUPLICATE_NAME, NULL_RUN, and version 2's fields: NARROW_ACC (fp32 inputs summed
+ * in fp16), GEMM_PV_ACC (a P·V accumulator on a GEMM), BAD_PV_ACC (pv_acc = 9), RESERVED (reserved = 1). kvconf
+ * must refuse each naming the field. */
 #include "kvconf/plugin.h"
 
 static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, char* err, size_t err_size) {
@@ -7,8 +9,15 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
   return 0;
 }
 
-#define GEMM_DESC(NAME, IN, RUN) \
-  { NAME, KVCONF_KIND_GEMM, IN, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, NULL, NULL }
+#define DESC(NAME, KIND, IN, ACC, RUN, ATTN, PV_ACC, RESERVED) \
+  { NAME, KIND, IN, ACC, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, ATTN, NULL, PV_ACC, RESERVED }
+#define GEMM_DESC(NAME, IN, RUN) DESC(NAME, KVCONF_KIND_GEMM, IN, KVCONF_FP32, RUN, NULL, 0, 0)
+
+static int attention(void* user, const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* o,
+                     const struct kvconf_attention_params* p, char* err, size_t err_size) {
+  (void)user, (void)q, (void)k, (void)v, (void)o, (void)p, (void)err, (void)err_size;
+  return 0;
+}
 
 static const struct kvconf_kernel_desc kernels[] = {
     GEMM_DESC("ok", KVCONF_FP32, gemm),
@@ -20,6 +29,14 @@ static const struct kvconf_kernel_desc kernels[] = {
     GEMM_DESC("ok", KVCONF_FP32, gemm),
 #elif defined(NULL_RUN)
     GEMM_DESC("gemm", KVCONF_FP32, NULL),
+#elif defined(NARROW_ACC)
+    DESC("gemm", KVCONF_KIND_GEMM, KVCONF_FP32, KVCONF_FP16, gemm, NULL, 0, 0),
+#elif defined(GEMM_PV_ACC)
+    DESC("gemm", KVCONF_KIND_GEMM, KVCONF_FP16, KVCONF_FP32, gemm, NULL, KVCONF_FP16, 0),
+#elif defined(BAD_PV_ACC)
+    DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 9, 0),
+#elif defined(RESERVED)
+    DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 0, 1),
 #endif
 };
 

@@ -13,7 +13,7 @@ file(MAKE_DIRECTORY "${OUT}")
 
 kvconf_expect_bad("missing plugin file" "^kvconf kernels: plugin /nonexistent/libnope\\.so: no such file$"
                   kernels --quick --plugin /nonexistent/libnope.so --out "${OUT}/bad")
-kvconf_expect_bad("wrong ABI version" "plugin .*test_bad_abi\\.so: abi version 2, expected 1"
+kvconf_expect_bad("wrong ABI version" "plugin .*test_bad_abi\\.so: abi version 3, expected 1 to 2"
                   kernels --quick --plugin "${BAD_ABI}" --out "${OUT}/bad")
 kvconf_expect_bad("missing symbol" "plugin .*: missing symbol kvconf_plugin_register"
                   kernels --quick --plugin "${MISSING_REGISTER}" --out "${OUT}/bad")

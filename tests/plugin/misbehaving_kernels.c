@@ -52,7 +52,7 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
 #define GEMM_DESC(NAME, MODE)                                                                                      \
   {                                                                                                                \
     NAME, KVCONF_KIND_GEMM, KVCONF_FP32, KVCONF_FP32, KVCONF_FP32, 0, 1, 0, NULL, (void*)&modes[MODE], gemm, NULL, \
-        NULL, NULL, NULL, NULL                                                                                     \
+        NULL, NULL, NULL, NULL, 0, 0                                                                               \
   }
 
 static const struct kvconf_kernel_desc kernels[] = {

@@ -29,7 +29,7 @@ std::string refusal(const std::string& lib) {
 TEST(PluginLoad, RegistersTheExampleKernels) {
   Registry r;
   register_plugin_kernels(r, KVCONF_KVCONF_EXAMPLE_PLUGIN);
-  ASSERT_EQ(r.gemm().size(), 2u);
+  ASSERT_EQ(r.gemm().size(), 3u);
   ASSERT_EQ(r.norm().size(), 2u);
   ASSERT_EQ(r.attention().size(), 2u);
   const GemmKernel* g = r.find_gemm("plugin.kvconf_example_plugin.gemm.f16");
@@ -48,6 +48,46 @@ TEST(PluginLoad, RegistersTheExampleKernels) {
   const AttentionKernel* a = r.find_attention("plugin.kvconf_example_plugin.attn.two_pass.f32");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->info.in, Format::fp32);
+  // Version 2: a GEMM that declares an fp16 accumulator is judged by it.
+  const GemmKernel* g16 = r.find_gemm("plugin.kvconf_example_plugin.gemm.acc16.f16");
+  ASSERT_NE(g16, nullptr);
+  EXPECT_EQ(g16->info.acc, Format::fp16);
+  EXPECT_EQ(g16->info.partial, Format::fp16);
+  EXPECT_EQ(g16->path({1, 8, 64}).spec.acc, Format::fp16);
+}
+
+// A version-1 plugin (its table in struct kvconf_kernel_desc_v1's layout) is still read, at version 1: its kernel
+// registers with fp32 accumulation and runs; version 1 cannot declare another accumulator.
+TEST(PluginLoad, ReadsAVersionOnePlugin) {
+  Registry r;
+  register_plugin_kernels(r, KVCONF_TEST_ABI_V1);
+  ASSERT_EQ(r.gemm().size(), 1u);
+  const GemmKernel& g = r.gemm().front();
+  EXPECT_EQ(g.info.name, "plugin.test_abi_v1.ok");
+  EXPECT_EQ(g.info.acc, Format::fp32);
+  // x (2, 3), w (4, 3): rows (1, 0, 1), (0, 1, 0), (1, 0, 0), (1, 1, 1); y (2, 4) worked out by hand.
+  std::vector<float> x = {1, 2, 3, 4, 5, 6}, w = {1, 0, 1, 0, 1, 0, 1, 0, 0, 1, 1, 1}, y(8);
+  g.run({2, 4, 3}, x, w, y);
+  EXPECT_EQ(y, (std::vector<float>{4, 2, 1, 6, 10, 5, 4, 15}));
+  EXPECT_EQ(refusal(KVCONF_TEST_ABI_V1_ACC16),
+            std::string("plugin ") + KVCONF_TEST_ABI_V1_ACC16 +
+                ": kernel[1] 'acc16': field acc = 2, expected KVCONF_FP32 (1): ABI version 1 describes "
+                "fp32-accumulating kernels only (version 2 reads KVCONF_FP16 and KVCONF_BF16)");
+}
+
+TEST(PluginLoad, RefusesBadVersionTwoFields) {
+  EXPECT_EQ(refusal(KVCONF_TEST_NARROW_ACC),
+            std::string("plugin ") + KVCONF_TEST_NARROW_ACC +
+                ": kernel[1] 'gemm': field acc = 2, expected a format with at least the significand bits of in = 1");
+  EXPECT_EQ(refusal(KVCONF_TEST_GEMM_PV_ACC),
+            std::string("plugin ") + KVCONF_TEST_GEMM_PV_ACC +
+                ": kernel[1] 'gemm': field pv_acc = 2, expected 0 (only attention kernels have a P·V)");
+  EXPECT_EQ(refusal(KVCONF_TEST_BAD_PV_ACC),
+            std::string("plugin ") + KVCONF_TEST_BAD_PV_ACC +
+                ": kernel[1] 'attn': field pv_acc = 9, expected 0 (= acc), KVCONF_FP32 (1), KVCONF_FP16 (2) or "
+                "KVCONF_BF16 (3)");
+  EXPECT_EQ(refusal(KVCONF_TEST_RESERVED),
+            std::string("plugin ") + KVCONF_TEST_RESERVED + ": kernel[1] 'attn': field reserved = 1, expected 0");
 }
 
 TEST(PluginLoad, PrefixIsTheFileNameWithoutLibAndExtension) {
@@ -93,7 +133,7 @@ TEST(PluginLoad, RefusesAMissingSymbol) {
 
 TEST(PluginLoad, RefusesAnotherAbiVersion) {
   EXPECT_EQ(refusal(KVCONF_TEST_BAD_ABI), std::string("plugin ") + KVCONF_TEST_BAD_ABI +
-                                              ": ABI version 2, expected 1 (KVCONF_PLUGIN_ABI_VERSION of this kvconf)");
+                                              ": ABI version 3, expected 1 to 2 (the versions this kvconf reads)");
 }
 
 TEST(PluginLoad, RefusesAnUnknownFormat) {
