@@ -1,13 +1,16 @@
 // llama.cpp runs for kvconf traces through llama.h: a context per run (n_ctx = the run's length, one sequence), the
 // prompt in one llama_decode, then one token per llama_decode (cache ON) or the cache cleared and everything decoded
-// again (cache OFF); the logits of the last row of each call, chosen from by kvconf's sampler with the shared draws.
+// again (cache OFF), and the scenario sides (prefix, refill, restore, batch) over more sequences or contexts; the
+// logits of the last row of each call, chosen from by kvconf's sampler with the shared draws.
 #include "llama_run.hpp"
 
 #include <llama.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -101,7 +104,12 @@ std::string Model::weight_type() const {
                  "', expected 0 (F32) or 1 (F16): kvconf judges unquantised weights");
 }
 
-RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, const RunOptions& o) {
+namespace {
+
+using ContextPtr = std::unique_ptr<llama_context, ContextDeleter>;
+
+// Every prompt token inside the vocabulary, and the run options usable.
+void check_run(const Model& m, const std::vector<int>& prompt, const RunOptions& o) {
   const std::size_t V = m.vocab();
   if (prompt.empty()) throw BadInput("an empty prompt");
   for (int t : prompt)
@@ -109,42 +117,107 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
       throw BadInput("prompt token " + std::to_string(t) + " is outside the model's vocabulary [0, " +
                      std::to_string(V) + ")");
   if (o.threads < 1 || o.batch < 1) throw BadInput("--threads and --batch must be at least 1");
-  const std::size_t total = prompt.size() + o.max_new_tokens;
+}
+
+// A context of `cells` KV rows for `seqs` sequences (`unified`: one KV buffer the sequences share, which copying a
+// prefix between them needs; else llama.cpp's default of one stream per sequence, cells / seqs rows each), every
+// call one llama_decode of at most `rows` tokens.
+ContextPtr make_context(const Model& m, const RunOptions& o, std::size_t cells, std::size_t seqs, bool unified,
+                        std::size_t rows) {
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = static_cast<std::uint32_t>(total);
-  cp.n_batch = static_cast<std::uint32_t>(total);  // every call is one llama_decode (the prompt, a recompute)
-  cp.n_ubatch = static_cast<std::uint32_t>(std::min<std::size_t>(static_cast<std::size_t>(o.batch), total));
-  cp.n_seq_max = 1;
+  cp.n_ctx = static_cast<std::uint32_t>(cells);
+  cp.n_batch = static_cast<std::uint32_t>(rows);  // every call is one llama_decode (the prompt, a recompute)
+  cp.n_ubatch = static_cast<std::uint32_t>(std::min<std::size_t>(static_cast<std::size_t>(o.batch), rows));
+  cp.n_seq_max = static_cast<std::uint32_t>(seqs);
+  cp.kv_unified = unified;
   cp.n_threads = cp.n_threads_batch = o.threads;
   cp.flash_attn_type = o.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.type_k = cp.type_v = cache_type_of(o.cache_type);
   cp.swa_full = true;  // a sliding-window model keeps every row (cache-OFF recomputes them all anyway)
   cp.no_perf = true;
-  std::unique_ptr<llama_context, ContextDeleter> ctx(llama_init_from_model(m.get(), cp));
+  ContextPtr ctx(llama_init_from_model(m.get(), cp));
   if (!ctx)
     throw BadInput("--cache-type " + o.cache_type + " --flash-attn " + (o.flash_attn ? "on" : "off") +
                    ": llama.cpp refused the context" + llama_said());
-  llama_memory_t mem = llama_get_memory(ctx.get());
+  return ctx;
+}
 
+// The rows llama.cpp's memory holds for sequence `seq` (0 when it holds none).
+std::size_t rows_of(llama_context* ctx, llama_seq_id seq) {
+  return static_cast<std::size_t>(llama_memory_seq_pos_max(llama_get_memory(ctx), seq) + 1);
+}
+
+struct BatchDeleter {
+  void operator()(llama_batch* b) const {
+    llama_batch_free(*b);
+    delete b;
+  }
+};
+
+// One llama_decode of several sequences' tokens (parts: {sequence, its tokens}, each continuing at the rows its
+// sequence holds); the logits (V) of each part's last row.
+std::vector<std::vector<float>> decode(llama_context* ctx,
+                                       const std::vector<std::pair<llama_seq_id, std::vector<int>>>& parts,
+                                       std::size_t V) {
+  std::size_t total = 0;
+  for (const auto& [seq, tokens] : parts) total += tokens.size();
+  std::unique_ptr<llama_batch, BatchDeleter> b(
+      new llama_batch(llama_batch_init(static_cast<std::int32_t>(total), 0, 1)));
+  std::vector<std::int32_t> last;  // the batch index of each part's last row
+  for (const auto& [seq, tokens] : parts) {
+    const std::size_t pos0 = rows_of(ctx, seq);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const std::int32_t k = b->n_tokens++;
+      b->token[k] = tokens[i];
+      b->pos[k] = static_cast<llama_pos>(pos0 + i);
+      b->n_seq_id[k] = 1;
+      b->seq_id[k][0] = seq;
+      b->logits[k] = i + 1 == tokens.size();
+    }
+    last.push_back(b->n_tokens - 1);
+  }
+  if (const int rc = llama_decode(ctx, *b); rc != 0)
+    throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " on a call of " + std::to_string(total) +
+                             " tokens" + llama_said());
+  std::vector<std::vector<float>> out;
+  for (const std::int32_t k : last) {
+    const float* z = llama_get_logits_ith(ctx, k);
+    if (!z) throw std::runtime_error("llama_get_logits_ith returned no logits");
+    out.emplace_back(z, z + V);
+  }
+  return out;
+}
+
+// The token kvconf's sampler chooses at step t from z with the shared draw, recorded in r (the last call chose it).
+int choose(RunResult& r, const RunOptions& o, std::size_t t, std::vector<float> z) {
+  r.call_of_step.push_back(r.calls.size() - 1);
+  const double u = engine::step_draw(o.sampler.seed, t);
+  const int tok = engine::sample(o.sampler, z, u);
+  r.generated.push_back(tok);
+  r.draws.push_back(u);
+  r.logits.push_back(std::move(z));
+  return tok;
+}
+
+int argmax(const std::vector<float>& z) { return static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()); }
+
+}  // namespace
+
+RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, const RunOptions& o) {
+  check_run(m, prompt, o);
+  const std::size_t V = m.vocab(), total = prompt.size() + o.max_new_tokens;
+  const ContextPtr ctx = make_context(m, o, total, 1, false, total);
   RunResult r;
   std::vector<int> seq = prompt;
-  // One llama_decode of `tokens` (positions from the memory's), recorded as the memory reports it; the last row's
-  // logits.
+  // One llama_decode of `tokens` for sequence 0, recorded as the memory reports it; the last row's logits.
   auto call = [&](std::vector<int> tokens) {
-    const llama_pos before = llama_memory_seq_pos_max(mem, 0);  // -1 when empty
-    r.calls.push_back({tokens.size(), static_cast<std::size_t>(before + 1)});
-    llama_batch b = llama_batch_get_one(tokens.data(), static_cast<std::int32_t>(tokens.size()));
-    if (const int rc = llama_decode(ctx.get(), b); rc != 0)
-      throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " on a call of " +
-                               std::to_string(tokens.size()) + " tokens");
-    const float* z = llama_get_logits_ith(ctx.get(), -1);
-    if (!z) throw std::runtime_error("llama_get_logits_ith returned no logits");
-    return std::vector<float>(z, z + V);
+    r.calls.push_back({tokens.size(), rows_of(ctx.get(), 0)});
+    return std::move(decode(ctx.get(), {{0, std::move(tokens)}}, V).front());
   };
   for (std::size_t t = 0; t < o.max_new_tokens; ++t) {
     std::vector<float> z;
     if (!cache_on) {
-      llama_memory_clear(mem, true);
+      llama_memory_clear(llama_get_memory(ctx.get()), true);
       z = call(seq);
     } else if (t == 0 && o.chunk > 0) {  // the prompt in chunks; the last chunk's logits choose the first token
       for (std::size_t b = 0; b < seq.size(); b += o.chunk)
@@ -153,13 +226,89 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
     } else {
       z = call(t == 0 ? seq : std::vector<int>{seq.back()});
     }
-    r.call_of_step.push_back(r.calls.size() - 1);
-    const double u = engine::step_draw(o.sampler.seed, t);
-    const int tok = engine::sample(o.sampler, z, u);
-    r.generated.push_back(tok);
-    r.draws.push_back(u);
-    r.logits.push_back(std::move(z));
-    seq.push_back(tok);
+    seq.push_back(choose(r, o, t, std::move(z)));
+  }
+  return r;
+}
+
+RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const ScenarioSide& s, const RunOptions& o) {
+  check_run(m, prompt, o);
+  const std::size_t V = m.vocab(), n = prompt.size(), T = o.max_new_tokens;
+  const bool prefix = s.name == "prefix", batch = s.name == "batch", refill = s.name == "refill",
+             restore = s.name == "restore";
+  if (!prefix && !batch && !refill && !restore)
+    throw BadInput("scenario '" + s.name + "': expected prefix, refill, restore or batch");
+  if ((refill || restore) && !(s.at_step >= 1 && s.at_step + 1 < T))
+    throw BadInput("--at-step " + std::to_string(s.at_step) + ": expected 1 to " + std::to_string(T >= 2 ? T - 2 : 0) +
+                   " (--max-new-tokens " + std::to_string(T) + ")");
+  if (prefix && (s.shared < 1 || s.shared >= n || s.donor.size() < s.shared ||
+                 !std::equal(s.donor.begin(), s.donor.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.begin())))
+    throw BadInput("prefix: the donor must share the prompt's first " + std::to_string(s.shared) +
+                   " tokens, 1 <= shared < " + std::to_string(n));
+  if (batch && (s.batch_with.empty() || std::any_of(s.batch_with.begin(), s.batch_with.end(),
+                                                    [](const std::vector<int>& v) { return v.empty(); })))
+    throw BadInput("batch: at least one other non-empty prompt to batch with");
+  for (const auto& other : s.batch_with) check_run(m, other, o);
+  if (prefix) check_run(m, s.donor, o);
+
+  std::vector<std::vector<int>> seqs = {prompt};  // sequence 0 is this request; batch: the others follow
+  if (batch) seqs.insert(seqs.end(), s.batch_with.begin(), s.batch_with.end());
+  std::size_t longest = 0, all_rows = 0;
+  for (const auto& q : seqs) longest = std::max(longest, q.size() + T), all_rows += q.size();
+  // Prefix: the donor's rows and this request's in one buffer; batch: one stream per sequence, each `longest` rows.
+  const std::size_t cells = prefix ? s.donor.size() + n + T : seqs.size() * longest;
+  const std::size_t rows = std::max({all_rows, s.donor.size(), n + T});
+  auto fresh = [&] { return make_context(m, o, cells, prefix ? 2 : seqs.size(), prefix, rows); };
+  ContextPtr ctx = fresh();
+  RunResult r;
+  std::vector<float> z;
+  if (prefix) {
+    decode(ctx.get(), {{1, s.donor}}, V);  // another request's prefill: not one of this run's calls
+    llama_memory_t mem = llama_get_memory(ctx.get());
+    llama_memory_seq_cp(mem, 1, 0, 0, static_cast<llama_pos>(s.shared));  // a prefix-cache hit: its first rows
+    llama_memory_seq_rm(mem, 1, -1, -1);                                  // the donor request is done
+    if (rows_of(ctx.get(), 0) != s.shared)
+      throw std::runtime_error("llama_memory_seq_cp left " + std::to_string(rows_of(ctx.get(), 0)) +
+                               " rows in sequence 0, expected " + std::to_string(s.shared));
+    r.calls.push_back({n - s.shared, s.shared});
+    z = std::move(decode(ctx.get(),
+                         {{0, std::vector<int>(prompt.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.end())}},
+                         V)
+                      .front());
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    if (batch) {  // every sequence's prompt in the first call, then one token per sequence per call
+      std::vector<std::pair<llama_seq_id, std::vector<int>>> parts;
+      std::size_t fed = 0;
+      for (std::size_t i = 0; i < seqs.size(); ++i) {
+        parts.push_back({static_cast<llama_seq_id>(i), t == 0 ? seqs[i] : std::vector<int>{seqs[i].back()}});
+        fed += parts.back().second.size();
+      }
+      r.calls.push_back({parts.front().second.size(), rows_of(ctx.get(), 0), fed});
+      std::vector<std::vector<float>> zs = decode(ctx.get(), parts, V);
+      for (std::size_t i = 1; i < seqs.size(); ++i) seqs[i].push_back(argmax(zs[i]));  // the others: greedy
+      z = std::move(zs.front());
+    } else if (t > 0 || !prefix) {
+      std::vector<int> tokens = t == 0 ? seqs[0] : std::vector<int>{seqs[0].back()};
+      r.calls.push_back({tokens.size(), rows_of(ctx.get(), 0)});
+      z = std::move(decode(ctx.get(), {{0, std::move(tokens)}}, V).front());
+    }
+    seqs[0].push_back(choose(r, o, t, std::move(z)));
+    if (t + 1 != s.at_step) continue;
+    if (refill) {  // preempted: the memory dropped, everything but the newest token decoded again in one call
+      llama_memory_clear(llama_get_memory(ctx.get()), true);
+      std::vector<int> all(seqs[0].begin(), seqs[0].end() - 1);
+      r.calls.push_back({all.size(), rows_of(ctx.get(), 0)});
+      decode(ctx.get(), {{0, std::move(all)}}, V);
+    } else if (restore) {  // the sequence's state saved, and generation continued in a new context restored from it
+      std::vector<std::uint8_t> state(llama_state_seq_get_size(ctx.get(), 0));
+      if (llama_state_seq_get_data(ctx.get(), state.data(), state.size(), 0) != state.size())
+        throw std::runtime_error("llama_state_seq_get_data wrote another size than llama_state_seq_get_size said");
+      ContextPtr copy = fresh();
+      if (llama_state_seq_set_data(copy.get(), state.data(), state.size(), 0) == 0)
+        throw std::runtime_error("llama_state_seq_set_data could not restore the saved sequence" + llama_said());
+      ctx = std::move(copy);
+    }
   }
   return r;
 }

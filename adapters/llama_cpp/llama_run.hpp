@@ -1,6 +1,7 @@
 // One llama.cpp run of one prompt on one path (cache ON: one evaluation of the prompt, then one token per evaluation
-// against the KV cache; cache OFF: the cache cleared and the whole sequence evaluated at every step), with kvconf's
-// sampler and shared draws, and every llama_decode call as llama.cpp's memory reports it (docs/LLAMA_CPP.md).
+// against the KV cache; cache OFF: the cache cleared and the whole sequence evaluated at every step), or the scenario
+// side of prefix, refill, restore or batch (docs/SCENARIOS.md), with kvconf's sampler and shared draws, and every
+// llama_decode call as llama.cpp's memory reports it (docs/LLAMA_CPP.md).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,20 @@ struct RunOptions {
   engine::Sampler sampler;
 };
 
+// The scenario side of a scenario other than cache and chunked (run_scenario; its reference side is `run` cache ON).
+struct ScenarioSide {
+  std::string name;  // prefix | refill | restore | batch
+  // refill, restore: the event follows step at_step's token (1 <= at_step <= T - 2), as the HF adapter.
+  std::size_t at_step = 3;
+  // prefix: another request (`donor`, sharing the prompt's first `shared` tokens) is decoded into sequence 1 of a
+  // unified KV cache, its first `shared` rows copied to sequence 0 (llama_memory_seq_cp) and its own rows removed;
+  // the rest of the prompt is then decoded over them.
+  std::size_t shared = 0;
+  std::vector<int> donor;
+  // batch: the other requests, decoded with this one in every llama_decode (their own sequence ids; greedy).
+  std::vector<std::vector<int>> batch_with;
+};
+
 // BadInput naming the accepted types unless `name` is a cache type RunOptions::cache_type accepts.
 void check_cache_type(const std::string& name);
 
@@ -39,7 +54,8 @@ struct RunResult {
   std::vector<int> generated;
   std::vector<double> draws;
   std::vector<std::vector<float>> logits;  // (T, V)
-  std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them}
+  std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them,
+                                           //  and for batch the rows of the whole llama_decode}
   std::vector<std::size_t> call_of_step;   // the call whose logits chose each token
 };
 
@@ -65,6 +81,11 @@ class Model {
 
 // Runs `prompt` on one path. BadInput for a prompt token outside the vocabulary or a context llama.cpp refuses.
 RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, const RunOptions& o);
+
+// The scenario side of `s` (refill: the memory cleared after step at_step and everything but the newest token
+// decoded again; restore: the sequence's state saved with llama_state_seq_get_data after step at_step and generation
+// continued in a new context it was restored into). BadInput for options the scenario cannot use.
+RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const ScenarioSide& s, const RunOptions& o);
 
 // "llama.cpp <build> (<ggml system info>)" for the trace's engine.version.
 std::string engine_version();

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kvconf-llama-trace: llama.cpp cache-ON / cache-OFF traces (kvconf.trace/1.1) for kvconf check"};
   std::string model_path, prompts_path, out_dir, model_name, strategy = "greedy", flash = "off", paths = "on,off",
                                                              scenario = "cache";
-  std::size_t chunk = 4;
+  std::size_t chunk = 4, at_step = 3;
   std::size_t n = 1;
   llama_cpp::RunOptions o;
   app.add_option("--model", model_path, "GGUF file (F32 or F16 weights)")->required();
@@ -71,9 +72,10 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.sampler.temperature, "temperature (default 1)");
   app.add_option("--seed", o.sampler.seed, "seed of the shared draws step_draw(seed, t) (default 0)");
   app.add_option("--scenario", scenario,
-                 "cache (default: cache ON vs OFF) or chunked (the prompt in llama_decode calls of --chunk tokens vs "
-                 "one call, both cache ON; docs/SCENARIOS.md)");
+                 "cache (default: cache ON vs OFF), or both sides of chunked, prefix, refill, restore or batch (vs "
+                 "the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md)");
   app.add_option("--chunk", chunk, "tokens per prompt chunk of --scenario chunked (default 4)");
+  app.add_option("--at-step", at_step, "refill, restore: the event follows this step's token (default 3)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,9 +92,19 @@ int main(int argc, char** argv) {
     if (paths != "on,off" && paths != "on" && paths != "off" && paths != "off,on")
       throw BadInput("--paths '" + paths + "': expected on,off, on or off");
     if (o.max_new_tokens < 1) throw BadInput("--max-new-tokens must be at least 1");
-    if (scenario != "cache" && scenario != "chunked")
-      throw BadInput("--scenario '" + scenario + "': expected cache or chunked (the scenarios this adapter writes)");
+    static const std::set<std::string> scenarios = {"cache", "chunked", "prefix", "refill", "restore", "batch"};
+    if (!scenarios.count(scenario))
+      throw BadInput("--scenario '" + scenario + "': expected cache, chunked, prefix, refill, restore or batch");
     if (scenario == "chunked" && chunk < 1) throw BadInput("--chunk must be at least 1");
+    if ((scenario == "refill" || scenario == "restore") && o.max_new_tokens < 3)
+      throw BadInput("--scenario " + scenario +
+                     " needs --max-new-tokens 3 or more (a step before the event and one "
+                     "after it), got " +
+                     std::to_string(o.max_new_tokens));
+    if ((scenario == "refill" || scenario == "restore") && !(at_step >= 1 && at_step + 1 < o.max_new_tokens))
+      throw BadInput("--at-step " + std::to_string(at_step) + ": expected 1 to " +
+                     std::to_string(o.max_new_tokens - 2) + " for --scenario " + scenario + " (--max-new-tokens " +
+                     std::to_string(o.max_new_tokens) + ")");
     llama_cpp::check_cache_type(o.cache_type);  // before the model loads
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
     const llama_cpp::Model model(model_path);
@@ -101,6 +113,9 @@ int main(int argc, char** argv) {
     if (n < 1 || n > prompts.size())
       throw BadInput(prompts_path + ": --n " + std::to_string(n) + " but the file has " +
                      std::to_string(prompts.size()) + " prompts");
+    if ((scenario == "prefix" || scenario == "batch") && prompts.size() < 2)
+      throw BadInput(prompts_path + ": --scenario " + scenario +
+                     " needs a second prompt (the other request: the prefix's donor, the batch's neighbours)");
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec || !fs::is_directory(out_dir)) throw BadInput(out_dir + ": --out cannot be created as a folder");
@@ -109,19 +124,40 @@ int main(int argc, char** argv) {
     const std::string version = llama_cpp::engine_version();
     for (std::size_t i = 0; i < n; ++i) {
       const analysis::Prompt& p = prompts[i];
+      // The other request, as the HF adapter and kvconf's engine make it: prefix shares the prompt's first half with
+      // a donor of that half and the next prompt's tokens; batch runs with a longer request (the next prompt, then
+      // this one) and a shorter one (the first third of the shorter of the two).
+      const std::vector<int>& other = prompts[(i + 1) % prompts.size()].ids;
+      llama_cpp::ScenarioSide ss;
+      ss.name = scenario;
+      ss.at_step = at_step;
+      ss.shared = std::max<std::size_t>(1, p.ids.size() / 2);
+      ss.donor.assign(p.ids.begin(), p.ids.begin() + static_cast<std::ptrdiff_t>(ss.shared));
+      ss.donor.insert(ss.donor.end(), other.begin() + (other.empty() ? 0 : 1), other.end());
+      std::vector<int> longer = other;
+      longer.insert(longer.end(), p.ids.begin(), p.ids.end());
+      ss.batch_with = {
+          longer, std::vector<int>(other.begin(), other.begin() + static_cast<std::ptrdiff_t>(std::max<std::size_t>(
+                                                                      1, std::min(other.size(), p.ids.size()) / 3)))};
       for (const bool on : {true, false}) {
         if (scenario == "cache" && ((on && paths == "off") || (!on && paths == "on"))) continue;
         llama_cpp::RunOptions ro = o;  // chunked: side A feeds the prompt in chunks, side B in one call
         ro.chunk = scenario == "chunked" && on ? chunk : 0;
-        const llama_cpp::RunResult r = llama_cpp::run(model, p.ids, on || scenario == "chunked", ro);
-        const json sc = scenario == "cache"
-                            ? json{{"name", "cache"}}
-                            : json{{"name", "chunked"}, {"side", on ? "scenario" : "reference"}, {"chunk", chunk}};
-        const std::string side = scenario == "chunked"
-                                     ? ".chunked" + std::to_string(chunk) + (on ? ".scenario" : ".reference")
-                                     : (on ? ".on" : ".off");
+        const bool other_side = scenario != "cache" && scenario != "chunked" && on;
+        const llama_cpp::RunResult r = other_side ? llama_cpp::run_scenario(model, p.ids, ss, ro)
+                                                  : llama_cpp::run(model, p.ids, on || scenario != "cache", ro);
+        json sc = {{"name", scenario}};
+        std::string side = on ? ".on" : ".off";
+        if (scenario != "cache") {
+          sc["side"] = on ? "scenario" : "reference";
+          side = "." + scenario;
+          if (scenario == "chunked") sc["chunk"] = chunk, side += std::to_string(chunk);
+          if (scenario == "refill" || scenario == "restore") sc["at_step"] = at_step, side += std::to_string(at_step);
+          if (scenario == "prefix") sc["shared"] = ss.shared;
+          side += on ? ".scenario" : ".reference";
+        }
         json calls = json::array();
-        for (const auto& c : r.calls) calls.push_back({c.fed, c.cached});
+        for (const auto& c : r.calls) calls.push_back(c.batch ? json{c.fed, c.cached, c.batch} : json{c.fed, c.cached});
         const json meta = {{"format", "kvconf.trace/1.1"},
                            {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
                            {"model",
@@ -131,7 +167,7 @@ int main(int argc, char** argv) {
                              {"n_layers", model.n_layers()},
                              {"hidden_size", model.hidden()}}},
                            {"dtype", dtype},
-                           {"path", on || scenario == "chunked" ? "cache_on" : "cache_off"},
+                           {"path", on || scenario != "cache" ? "cache_on" : "cache_off"},
                            {"strategy",
                             {{"name", engine::strategy_key(o.sampler.strategy)},
                              {"top_k", o.sampler.top_k},

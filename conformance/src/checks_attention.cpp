@@ -209,7 +209,7 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
   const double f = detail::two_sided_factor(c.call.params.softcap);
   res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
                                      "naive eager (scores " + std::string(name(pipe.qk_spec.out)) + "/" +
-                                         std::string(name(pipe.score)) + ", softmax fp32, q·k and PV accumulated in " +
+                                         std::string(name(pipe.score)) + ", softmax fp32, PV accumulated in " +
                                          std::string(name(kern.info.partial)) + ") error=" + num(naive_err.max_error) +
                                          " factor=" + num(f) + " floor=ulp_" + std::string(name(kern.info.out)) + "(" +
                                          num(max_oracle) + ")=" + num(floor) + nt));

@@ -242,7 +242,7 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
   const bool cast_p = in == Format::fp16 || in == Format::bf16;
   const float scale = static_cast<float>(p.scale);
   const float cap = static_cast<float>(p.softcap);
-  // Each step of the q·k and P·V chains rounded to `partial` when it is narrower than fp32 (exact otherwise).
+  // Each step of the P·V chain rounded to `partial` when it is narrower than fp32 (exact otherwise).
   const auto step = [partial](float x) { return partial == Format::fp32 ? x : kernels::round_float(partial, x); };
   std::vector<float> o(sh.n_q * sh.n_heads * sh.d_v, 0.0f);  // (n_q, H, d_v)
   std::vector<float> s(sh.n_kv);
@@ -261,7 +261,7 @@ std::vector<float> naive_attention(Format in, Format qk_out, Format score, Forma
       for (std::size_t j : vis) {
         const float* kr = &k[(j * sh.n_kv_heads + kh) * sh.d];
         float d = 0.0f;
-        for (std::size_t c = 0; c < sh.d; ++c) d = step(std::fmaf(qr[c], kr[c], d));
+        for (std::size_t c = 0; c < sh.d; ++c) d = std::fmaf(qr[c], kr[c], d);
         d = kernels::round_float(qk_out, d);
         float z = kernels::round_float(score, d * scale);
         if (cap > 0.0f) {

@@ -101,9 +101,10 @@ float naive_dot(Format acc, Format out, const float* x, const float* w, std::siz
 // Eager-style attention in the kernel's formats: scores q·k by sequential fp32 FMAs rounded to `qk_out`, × scale
 // and the softcap rounded to `score` (the kernel pipeline's own score formats: eager kernels round QKᵀ to fp16,
 // as PyTorch's low-precision reference of the FlashAttention tests does), softmax in fp32 (max, exp, sequential
-// row sum, division), weights rounded to the input format when it is 16-bit, PV by sequential FMAs, one final
-// rounding to `out`. The q·k and PV chains accumulate in `partial` (KernelInfo::partial: each FMA rounded to it when
-// it is narrower than fp32), as rule 1's naive reference does for every kind of kernel.
+// row sum, division), weights rounded to the input format when it is 16-bit, PV by sequential FMAs accumulating in
+// `partial` (KernelInfo::partial: each FMA rounded to it when it is narrower than fp32, as rule 1's naive reference
+// accumulates for every kind of kernel; the attention kernels with an fp16 partial, vLLM's paged decode and ggml's
+// flash attention, accumulate P·V in fp16, their q·k in fp32), one final rounding to `out`.
 // q: (n_q, H, d), k: (≥ n_kv, Hkv, d), v: (≥ n_kv, Hkv, d_v) → (n_q, H, d_v).
 std::vector<float> naive_attention(Format in, Format qk_out, Format score, Format out, Format partial,
                                    const kernels::AttentionCall& call, std::span<const float> q,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -220,6 +221,55 @@ TEST(LlamaCppCheck, ChunkedPrefillPassesKvconfCheck) {
     EXPECT_EQ(rec.rules[0].rule, "scenario_path");
     for (const results::CheckResult& r : rec.rules) EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
   }
+}
+
+// llama.cpp's other scenarios (docs/SCENARIOS.md) through kvconf check: prefix (the donor's first rows copied into the
+// request's sequence with llama_memory_seq_cp), refill (the memory cleared after step 3 and everything but the newest
+// token decoded again), restore (the sequence's state saved with llama_state_seq_get_data after step 3 and generation
+// continued in a new context it was restored into), batch (the request decoded in every llama_decode with two other
+// requests). llama2-tiny f16, f16 cache, soft_max and flash attention, 2 prompts × 8 greedy tokens: each side's calls
+// are its scenario's as llama.cpp's memory reported them, and every rule passes (restore: bit for bit).
+TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
+  for (const char* scenario : {"prefix", "refill", "restore", "batch"})
+    for (const bool flash : {false, true}) {
+      testing::LlamaRun run{"llama2-tiny", "f16", "f16", flash, "greedy", 2, 8};
+      run.scenario = scenario;
+      const std::vector<protocol::Trace> ts = traces(run);
+      for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {  // sorted: ....reference, ....scenario
+        const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+        ASSERT_EQ(p.on.scenario, scenario);
+        const std::size_t n = p.on.prompt_ids.size();
+        const std::vector<engine::CallRecord>& a = p.on.calls;
+        if (run.scenario == "prefix") {
+          EXPECT_EQ(a.front().fed, n - n / 2);
+          EXPECT_EQ(a.front().cached, n / 2);  // the donor's rows, as llama.cpp's memory held them
+        } else if (run.scenario == "batch") {
+          EXPECT_GT(a.front().batch_rows(), a.front().fed);  // the call held the other requests' rows
+          EXPECT_EQ(a.back().batch_rows(), 3u);
+        } else if (run.scenario == "refill") {
+          ASSERT_GT(a.size(), 3u);
+          EXPECT_EQ(a[3].fed, n + 2);  // after step 3's token: everything but it, from an empty memory
+          EXPECT_EQ(a[3].cached, 0u);
+        }
+        const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+        SCOPED_TRACE(rec.key());
+        ASSERT_GE(rec.rules.size(), 1u);
+        EXPECT_EQ(rec.rules[0].rule, "scenario_path");
+        bool bitwise_rule = false;
+        for (const results::CheckResult& r : rec.rules) {
+          EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+          bitwise_rule |= r.rule == "scenario_bitwise";
+        }
+        EXPECT_EQ(bitwise_rule, run.scenario == "restore");
+        double max_dz = 0.0;
+        for (std::size_t t = 0; t < p.on.logits.size() && p.on.generated_ids[t] == p.off.generated_ids[t]; ++t)
+          for (std::size_t v = 0; v < p.on.logits[t].size(); ++v)
+            max_dz = std::max<double>(max_dz, std::fabs(p.on.logits[t][v] - p.off.logits[t][v]));
+        std::printf("%s %s: %zu rules pass, max |dz| over the shared steps %.3g, first step %s\n", rec.key().c_str(),
+                    flash ? "flash" : "soft_max", rec.rules.size(), max_dz,
+                    p.on.logits[0] == p.off.logits[0] ? "bitwise" : "differs");
+      }
+    }
 }
 
 }  // namespace

@@ -17,9 +17,13 @@ struct LlamaRun {
   std::string strategy = "greedy";
   int prompts = 2, tokens = 12;
   int chunk = 0;  // > 0: the chunked scenario (the prompt in calls of `chunk` tokens vs one call), not cache ON/OFF
+  // Another scenario's two sides (prefix, refill, restore, batch; refill and restore after step at_step).
+  std::string scenario = "";
+  int at_step = 3;
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
-           std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "");
+           std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "") +
+           (scenario.empty() ? "" : "." + scenario + std::to_string(at_step));
   }
 };
 
@@ -35,10 +39,13 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
   return write_once(dir, why, [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
            r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR + "/prompts/" +
-           (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) +
-           " --cache-type " + r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
-           (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) + " --out \"" +
-           tmp.string() + "\"";
+           (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json\" --n " + std::to_string(r.prompts) +
+           " --max-new-tokens " + std::to_string(r.tokens) + " --cache-type " + r.cache_type + " --flash-attn " +
+           (r.flash ? "on" : "off") + " --strategy " + r.strategy +
+           (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) +
+           (r.scenario.empty() ? std::string()
+                               : " --scenario " + r.scenario + " --at-step " + std::to_string(r.at_step)) +
+           " --out \"" + tmp.string() + "\"";
   });
 }
 

@@ -1,7 +1,7 @@
 # kvconf-llama-trace's bad input (docs/LLAMA_CPP.md): exit 2 and one stderr line naming the file or option, for a
 # missing model, a file llama.cpp cannot load, an unknown cache type or flash-attention value, a context llama.cpp
-# refuses (a quantised V cache without flash attention), a prompt set of another vocabulary and a prompt file that is
-# not JSON. Run as: cmake -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DPROMPTS=<prompts.json>
+# refuses (a quantised V cache without flash attention), an unknown scenario, a refill step outside the run, a
+# prefix scenario with no other request, a prompt set of another vocabulary and a prompt file that is not JSON. Run as: cmake -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DPROMPTS=<prompts.json>
 #   -DWORK=<scratch dir> -P llama_trace_bad_input_test.cmake
 cmake_policy(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
@@ -16,8 +16,16 @@ kvconf_expect_bad("flash-attn value" "--flash-attn 'yes': expected on or off" --
 kvconf_expect_bad("quantised V cache without flash attention"
                   "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
                   ${common} --cache-type q8_0)
-kvconf_expect_bad("a scenario the adapter does not write" "--scenario 'prefix': expected cache or chunked"
-                  --model "${GGUF}" ${common} --scenario prefix)
+kvconf_expect_bad("an unknown scenario" "--scenario 'preempt': expected cache, chunked, prefix, refill, restore or batch"
+                  --model "${GGUF}" ${common} --scenario preempt)
+kvconf_expect_bad("refill in a run too short" "--scenario refill needs --max-new-tokens 3 or more"
+                  --model "${GGUF}" ${common} --scenario refill)
+kvconf_expect_bad("restore after the last step" "--at-step 5: expected 1 to 2 for --scenario restore"
+                  --model "${GGUF}" --prompts "${PROMPTS}" --out "${WORK}/out" --max-new-tokens 4 --scenario restore
+                  --at-step 5)
+file(WRITE "${WORK}/one.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40, 3]}]}]=])
+kvconf_expect_bad("prefix with no other request" "one.json: --scenario prefix needs a second prompt"
+                  --model "${GGUF}" --prompts "${WORK}/one.json" --out "${WORK}/out" --scenario prefix)
 file(WRITE "${WORK}/other-vocab.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40000, 3]}]}]=])
 kvconf_expect_bad("prompt of another vocabulary" "other-vocab.json: prompts\\[0\\].ids: token 40000 is outside"
                   --model "${GGUF}" --prompts "${WORK}/other-vocab.json" --out "${WORK}/out")
