@@ -4,6 +4,7 @@
 // fp32 engine (the same greedy tokens, logits within B = 4·S32 as for transformers, docs/MODELS.md); and llama.cpp's
 // own cache-ON / cache-OFF pairs through kvconf check's rules.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kvconf/analysis/metrics.hpp"
+#include "kvconf/analysis/prompts.hpp"
 #include "kvconf/conformance/model_cases.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/forward_hooks.hpp"
@@ -270,6 +272,78 @@ TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
                     p.on.logits[0] == p.off.logits[0] ? "bitwise" : "differs");
       }
     }
+}
+
+// llama.cpp's restore on a model with sliding-window layers (gemma2-tiny, window 32) under soft_max + mul_mat is not
+// always bit for bit. The likely cause, from llama.cpp's source (src/llama-kv-cache.cpp): a sequence's saved state
+// leaves out the SWA cache's cells outside the window (state_write skips SWA-masked cells), so the restored context
+// holds the same live rows at other cell indices, and soft_max + mul_mat reduce over every cell, the masked ones as
+// zero weights, in another arrangement (flash attention skips masked cells: it stays bitwise). An explicit
+// expectation, on 16 prompts × restore after steps 1, 2, 4 and 8, soft_max, f16 cache: with 12-token prompts (every
+// row inside the window) every run is bit for bit; with the GSM8K prompts (37 to 145 tokens) at least one is not
+// (measured 4 of 64), and every run still passes the other rules (a rounding-sized difference); kvconf's restore
+// rule, bitwise for every engine, reports it. Fails when llama.cpp changes either.
+TEST(LlamaCppCheck, Gemma2RestoreOfWindowedCacheIsNotAlwaysBitwise) {
+  // 12-token prompts: the first 12 tokens of the first 16 GSM8K prompts, written once beside the traces.
+  const fs::path short_set = fs::path(KVCONF_LLAMA_TRACES_DIR) / "gsm8k-short12.json";
+  if (!fs::exists(short_set)) {
+    std::vector<analysis::Prompt> ps = analysis::read_prompts(fs::path(KVCONF_FIXTURES_DIR) / "prompts" / "gsm8k.json");
+    std::string text = "{\"prompts\": [";
+    for (std::size_t i = 0; i < 16; ++i) {
+      text += std::string(i ? ", " : "") + "{\"id\": \"" + ps[i].id + "\", \"ids\": [";
+      for (std::size_t j = 0; j < 12; ++j) text += (j ? ", " : "") + std::to_string(ps[i].ids[j]);
+      text += "]}";
+    }
+    fs::create_directories(short_set.parent_path());
+    const fs::path tmp = short_set.string() + ".tmp" + std::to_string(::getpid());
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    ASSERT_NE(f, nullptr) << tmp;
+    std::fputs((text + "]}").c_str(), f);
+    std::fclose(f);
+    fs::rename(tmp, short_set);
+  }
+  for (const bool long_prompts : {false, true}) {
+    std::size_t runs = 0, not_bitwise = 0;
+    for (const int at_step : {1, 2, 4, 8}) {
+      testing::LlamaRun run{"gemma2-tiny", "f16", "f16", false, "greedy", 16, 16};
+      run.scenario = "restore";
+      run.at_step = at_step;
+      if (!long_prompts) run.prompt_file = short_set.string();
+      const std::vector<protocol::Trace> ts = traces(run);
+      for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
+        const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+        // Without the fp32 replay first (the bitwise rules need none); a pair that is not bit for bit is then checked
+        // with it, so that its difference is judged by the rounding-sized rule.
+        results::RunPairRecord rec = protocol::check_trace_pair(p, nullptr);
+        SCOPED_TRACE(rec.key() + " restore after step " + std::to_string(at_step));
+        ++runs;
+        const auto failed = [&](const char* rule) {
+          for (const results::CheckResult& r : rec.rules)
+            if (r.rule == rule) return !r.pass;
+          ADD_FAILURE() << "no rule " << rule;
+          return false;
+        };
+        if (!failed("scenario_bitwise")) continue;
+        ++not_bitwise;
+        rec = protocol::check_trace_pair(p, &model("gemma2-tiny"));
+        for (const results::CheckResult& r : rec.rules) {
+          if (r.rule == "scenario_bitwise")
+            std::printf("  %s after step %d: %s\n", rec.key().c_str(), at_step, r.detail.c_str());
+          else
+            EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+        }
+      }
+    }
+    std::printf("gemma2-tiny restore, soft_max, %s prompts: %zu of %zu runs not bit for bit\n",
+                long_prompts ? "GSM8K (37-145 tokens)" : "12-token", not_bitwise, runs);
+    EXPECT_EQ(runs, 64u);
+    if (long_prompts)
+      EXPECT_GT(not_bitwise, 0u) << "llama.cpp's restore of a windowed cache is now bit for bit: update this "
+                                    "expectation and docs/LLAMA_CPP.md";
+    else
+      EXPECT_EQ(not_bitwise, 0u) << "restore differs with every row inside the window: another cause than the "
+                                    "window's cells";
+  }
 }
 
 }  // namespace

@@ -20,10 +20,14 @@ struct LlamaRun {
   // Another scenario's two sides (prefix, refill, restore, batch; refill and restore after step at_step).
   std::string scenario = "";
   int at_step = 3;
+  // A prompt set of its own (a file the test wrote; its stem names the run), else the fixture's (stories260K's
+  // token-id prompts or GSM8K's).
+  std::string prompt_file = "";
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
            std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "") +
-           (scenario.empty() ? "" : "." + scenario + std::to_string(at_step));
+           (scenario.empty() ? "" : "." + scenario + std::to_string(at_step)) +
+           (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string());
   }
 };
 
@@ -38,10 +42,12 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
   if (fs::is_directory(dir)) return dir;
   return write_once(dir, why, [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
-           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" + KVCONF_FIXTURES_DIR + "/prompts/" +
-           (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json\" --n " + std::to_string(r.prompts) +
-           " --max-new-tokens " + std::to_string(r.tokens) + " --cache-type " + r.cache_type + " --flash-attn " +
-           (r.flash ? "on" : "off") + " --strategy " + r.strategy +
+           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" +
+           (r.prompt_file.empty() ? std::string(KVCONF_FIXTURES_DIR) + "/prompts/" +
+                                        (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json"
+                                  : r.prompt_file) +
+           "\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) + " --cache-type " +
+           r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
            (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) +
            (r.scenario.empty() ? std::string()
                                : " --scenario " + r.scenario + " --at-step " + std::to_string(r.at_step)) +
