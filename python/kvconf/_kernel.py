@@ -34,8 +34,12 @@ def _torch():
     return torch
 
 
-def format_of(dtype) -> str:
-    """'f32' | 'f16' | 'bf16' for a torch dtype or one of those names; ValueError naming `dtype` otherwise."""
+# How the bounds' descriptions name an accumulator.
+_ACC = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+
+
+def format_of(dtype, argument="dtype") -> str:
+    """'f32' | 'f16' | 'bf16' for a torch dtype or one of those names; ValueError naming `argument` otherwise."""
     torch = _torch()
     if isinstance(dtype, str):
         if dtype in _FORMATS:
@@ -44,7 +48,7 @@ def format_of(dtype) -> str:
         for name, t in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
             if dtype == t:
                 return name
-    raise ValueError(f"dtype={dtype!r}: expected torch.float32, torch.float16 or torch.bfloat16")
+    raise ValueError(f"{argument}={dtype!r}: expected torch.float32, torch.float16 or torch.bfloat16")
 
 
 def dtype_of(fmt: str):
@@ -226,28 +230,35 @@ class AttentionKernel(_Kernel):
     unused-slot rule); out: (n_q, n_heads, d_v), a new tensor of the kernel's dtype on its device. call carries
     n_kv, causal, window, scale (the float to multiply scores by) and softcap. Decode is n_q = 1.
 
-    What the kernel's arithmetic may do, as a plugin's kernel table states it (docs/TOLERANCES.md §10): products and
-    sums in fp32 in any order; exp_error_ulps: its exp's error in fp32 ulps (0 = correctly rounded, charged 1;
-    PyTorch's CPU flash kernel: 20; CUDA fast-math exp2f: 64); flush_exp: e^x below 2^-125 may be flushed to 0.
-    cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and capacity rules are bitwise).
+    What the kernel's arithmetic may do, as a plugin's kernel table states it (docs/TOLERANCES.md §10, docs/PLUGIN.md):
+    products and sums in any order in `accumulate` (default torch.float32; q·k, and P·V unless `pv_accumulate` names
+    another dtype, as a kernel that accumulates P·V in fp16 must); exp_error_ulps: its exp's error in fp32 ulps (0 =
+    correctly rounded, charged 1; PyTorch's CPU flash kernel: 20; CUDA fast-math exp2f: 64); flush_exp: e^x below
+    2^-125 may be flushed to 0. cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and
+    capacity rules are bitwise).
     """
 
     kind = "attention"
 
     def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True,
-                 cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors=""):
+                 cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors="",
+                 accumulate="f32", pv_accumulate=None):
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         if not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool) or not 0 <= exp_error_ulps <= 1 << 20:
             raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
         self.exp_error_ulps = exp_error_ulps
         self.flush_exp = bool(flush_exp)
         self.cache_invariant = bool(cache_invariant)
+        self.accumulate = format_of(accumulate, "accumulate")
+        self.pv_accumulate = self.accumulate if pv_accumulate is None else format_of(pv_accumulate, "pv_accumulate")
         self._core = _core.AttentionKernel(
             self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
-            max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors)
+            max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
+            self.accumulate, self.pv_accumulate)
 
     def describe_bound(self) -> str:
-        return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k and PV in fp32 in any order, scale error "
+        return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k in {_ACC[self.accumulate]} and PV in "
+                f"{_ACC[self.pv_accumulate]} in any order, scale error "
                 f"2u, exp error {max(self.exp_error_ulps, 1)} fp32 ulp"
                 + (", e^x < 2^-125 may flush to 0" if self.flush_exp else "")
                 + (", P rounded to the input format before PV" if self.format != "f32" else "")
@@ -266,20 +277,23 @@ class AttentionKernel(_Kernel):
 
 class GemmKernel(_Kernel):
     """A linear layer's projection: fn(x, w) -> y = x @ w.T, x: (m, k), w: (n, k) as nn.Linear holds its weight,
-    y: (m, n). Products and sums in fp32 in any order, one rounding to the dtype (the black-box GEMM bound).
+    y: (m, n). Products and sums in `accumulate` (default torch.float32) in any order, one rounding to the dtype (the
+    black-box GEMM bound).
     cache_invariant: claims a row's result does not depend on m (then the on/off projection rule is bitwise)."""
 
     kind = "gemm"
 
     def __init__(self, fn, *, dtype, device="cpu", name=None, cache_invariant=False, deterministic=True,
-                 supports=None, timeout_s=None, mirrors=""):
+                 supports=None, timeout_s=None, mirrors="", accumulate="f32"):
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         self.cache_invariant = bool(cache_invariant)
+        self.accumulate = format_of(accumulate, "accumulate")
         self._core = _core.GemmKernel(self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant,
-                                      bool(deterministic), mirrors)
+                                      bool(deterministic), mirrors, self.accumulate)
 
     def describe_bound(self) -> str:
-        return f"black-box GEMM bound: fp32 products and sums in any order, one rounding to {self.format}"
+        return (f"black-box GEMM bound: products and sums in {_ACC[self.accumulate]} in any order, one rounding to "
+                f"{self.format}")
 
     def _run(self, shape, x, w):
         ins = self._inputs([("x", x, (shape.m, shape.k)), ("w", w, (shape.n, shape.k))])

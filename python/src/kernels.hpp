@@ -11,7 +11,9 @@ namespace kvconf::python {
 
 struct KernelSpec {
   std::string name;              // the user's name; the kernel is python.<name>.<f32|f16|bf16>
-  Format format = Format::fp16;  // inputs and outputs; products and sums in fp32 in any order
+  Format format = Format::fp16;  // inputs and outputs; products and sums in `acc` in any order
+  Format acc = Format::fp32;     // the reductions' accumulator, as a plugin declares it (docs/PLUGIN.md)
+  Format pv_acc = Format::fp32;  // attention: P·V's accumulator (and its rescales)
   nb::object runner;             // runner(call, *inputs) -> float32 CPU tensor (python/kvconf/_kernel.py)
   nb::object supports;           // supports(call) -> None | reason, or None
   bool cache_invariant = false;  // claims: decode equals prefill bitwise, independent of capacity and chunking

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kvconf
-from buggy_attention import buggy_attention, fixed_attention
+from buggy_attention import buggy_attention, fixed_attention, scores_of
 from sdpa_attention import no_softcap, sdpa_attention
 
 
@@ -94,3 +94,62 @@ def test_bounds_hold_for_sdpa_on_your_own_inputs():
     w = torch.randn(7, 300).to(torch.bfloat16)
     g = kvconf.oracle.gemm(x, w)
     assert bool(((torch.nn.functional.linear(x, w).double() - g.exact).abs() <= kvconf.bounds.gemm(x, w)).all())
+
+
+def fp16_accumulating_linear(x, w):
+    """y = x @ w.T with the running sum rounded to fp16 after every term, as a kernel with an fp16 accumulator."""
+    acc = torch.zeros(x.shape[0], w.shape[0], dtype=torch.float16)  # (m, n)
+    for j in range(x.shape[1]):
+        acc = (acc.float() + x[:, j:j + 1].float() * w[:, j].float()).half()
+    return acc
+
+
+def fp16_pv_attention(q, k_cache, v_cache, call):
+    """Attention that accumulates P·V key by key in fp16 (as ggml's CPU flash attention does over an f16 cache):
+    scores and softmax in fp32, acc = fl16(acc + p_j · v_j), divided by the row sum at the end."""
+    n_q, heads, _ = q.shape
+    rep = heads // call.n_kv_heads
+    k = k_cache[:call.n_kv].repeat_interleave(rep, dim=1).transpose(0, 1)  # (H, n_kv, d)
+    v = v_cache[:call.n_kv].repeat_interleave(rep, dim=1).transpose(0, 1)  # (H, n_kv, d_v)
+    s = scores_of(q.transpose(0, 1), k, call)                              # (H, n_q, n_kv)
+    m = s.amax(-1, keepdim=True).clamp_min(-3e38)                          # a row that sees no key: no NaN
+    p = torch.exp(s - m)                                                   # (H, n_q, n_kv), 0 where masked
+    acc = torch.zeros(heads, n_q, v.shape[-1], dtype=torch.float16)        # (H, n_q, d_v)
+    for j in range(call.n_kv):
+        acc = (acc.float() + p[:, :, j:j + 1] * v[:, j:j + 1].float()).half()
+    l = p.sum(-1, keepdim=True)
+    o = torch.where(l > 0, acc.float() / l.clamp_min(1e-30), torch.zeros(()))
+    return o.transpose(0, 1).to(q.dtype).contiguous()                      # (n_q, H, d_v)
+
+
+def test_a_declared_fp16_accumulator_is_judged_by_it():
+    """The same arithmetic passes when the kernel declares its accumulator (accumulate=, pv_accumulate=, as a plugin's
+    acc and pv_acc) and fails the fp32-accumulation bound it would otherwise be held to: the declaration reaches the
+    bound, and the bound still sees fp16 accumulation that is not declared."""
+    failed = {"gemm": 0, "attention": 0}
+    for declared in (True, False):
+        g = kvconf.GemmKernel(fp16_accumulating_linear, dtype=torch.float16, name="acc16",
+                              accumulate=torch.float16 if declared else torch.float32)
+        a = kvconf.AttentionKernel(fp16_pv_attention, dtype=torch.float16, name="pv16",
+                                   pv_accumulate=torch.float16 if declared else None)
+        if declared:
+            assert "products and sums in fp16" in g.describe_bound()
+            assert "q·k in fp32 and PV in fp16" in a.describe_bound()
+        for kernel, cases, check in ((g, kvconf.gemm_cases("quick"), kvconf.check_gemm),
+                                     (a, kvconf.attention_cases("quick"),
+                                      lambda k, c: kvconf.check_attention(k, c, rules=["oracle"]))):
+            for case in cases:
+                report = check(kernel, case)
+                if declared:
+                    report.assert_pass()
+                else:
+                    failed[kernel.kind] += not report.rule("oracle_bound").passed
+    assert failed["gemm"] > 0 and failed["attention"] > 0, failed
+
+
+def test_an_accumulator_narrower_than_the_inputs_is_refused():
+    with pytest.raises(ValueError, match=r"accumulate='f16': expected a format with at least the significand bits of "
+                                         r"the dtype \(f32\)"):
+        kvconf.GemmKernel(fp16_accumulating_linear, dtype=torch.float32, accumulate=torch.float16)
+    with pytest.raises(ValueError, match=r"pv_accumulate=torch.int8: expected torch.float32"):
+        kvconf.AttentionKernel(fp16_pv_attention, dtype=torch.float16, pv_accumulate=torch.int8)
