@@ -219,6 +219,7 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
     if (!cache_on) {
       llama_memory_clear(llama_get_memory(ctx.get()), true);
       z = call(seq);
+      if (o.kv && t == o.kv_step) r.kv = read_kv(ctx.get(), 0, m.n_layers());
     } else if (t == 0 && o.chunk > 0) {  // the prompt in chunks; the last chunk's logits choose the first token
       for (std::size_t b = 0; b < seq.size(); b += o.chunk)
         z = call(std::vector<int>(seq.begin() + static_cast<std::ptrdiff_t>(b),
@@ -228,6 +229,7 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
     }
     seq.push_back(choose(r, o, t, std::move(z)));
   }
+  if (o.kv && cache_on) r.kv = read_kv(ctx.get(), 0, m.n_layers());
   return r;
 }
 
@@ -310,6 +312,7 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
       ctx = std::move(copy);
     }
   }
+  if (o.kv) r.kv = read_kv(ctx.get(), 0, m.n_layers());
   return r;
 }
 

@@ -6,11 +6,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kvconf/engine/call_record.hpp"
 #include "kvconf/engine/sampling.hpp"
+#include "kv_state.hpp"
 
 struct llama_model;
 struct llama_context;
@@ -30,6 +33,10 @@ struct RunOptions {
   std::size_t max_new_tokens = 16;
   // Cache ON only: the prompt fed in llama_decode calls of `chunk` tokens (the chunked scenario's side; 0: one call).
   std::size_t chunk = 0;
+  // The sequence's K/V rows read from llama.cpp's saved state (kv_state.hpp): a cache-ON side's at its end, a cache-OFF
+  // side's after the recompute of step kv_step.
+  bool kv = false;
+  std::size_t kv_step = 0;
   engine::Sampler sampler;
 };
 
@@ -57,6 +64,7 @@ struct RunResult {
   std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them,
                                            //  and for batch the rows of the whole llama_decode}
   std::vector<std::size_t> call_of_step;   // the call whose logits chose each token
+  std::optional<KvRows> kv;                // with RunOptions::kv
 };
 
 // A GGUF model loaded once for every run (CPU only).

@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                  "the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md)");
   app.add_option("--chunk", chunk, "tokens per prompt chunk of --scenario chunked (default 4)");
   app.add_option("--at-step", at_step, "refill, restore: the event follows this step's token (default 3)");
+  app.add_flag("--kv", o.kv,
+               "also write k_rows / v_rows (the sequence's cached K and V, read from llama.cpp's saved state) for "
+               "kvconf check's cached_kv rule; not for models with sliding-window layers");
+  app.add_option("--kv-step", o.kv_step,
+                 "cache OFF with --kv: the step whose recompute's cache is written (default 0)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -105,6 +110,10 @@ int main(int argc, char** argv) {
       throw BadInput("--at-step " + std::to_string(at_step) + ": expected 1 to " +
                      std::to_string(o.max_new_tokens - 2) + " for --scenario " + scenario + " (--max-new-tokens " +
                      std::to_string(o.max_new_tokens) + ")");
+    if (o.kv && o.kv_step >= o.max_new_tokens)
+      throw BadInput("--kv-step " + std::to_string(o.kv_step) + ": expected 0 to " +
+                     std::to_string(o.max_new_tokens - 1) + " (--max-new-tokens " + std::to_string(o.max_new_tokens) +
+                     ")");
     llama_cpp::check_cache_type(o.cache_type);  // before the model loads
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
     const llama_cpp::Model model(model_path);
@@ -158,34 +167,41 @@ int main(int argc, char** argv) {
         }
         json calls = json::array();
         for (const auto& c : r.calls) calls.push_back(c.batch ? json{c.fed, c.cached, c.batch} : json{c.fed, c.cached});
-        const json meta = {{"format", "kvconf.trace/1.1"},
-                           {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
-                           {"model",
-                            {{"name", model_name},
-                             {"path", model_path},
-                             {"vocab_size", model.vocab()},
-                             {"n_layers", model.n_layers()},
-                             {"hidden_size", model.hidden()}}},
-                           {"dtype", dtype},
-                           {"path", on || scenario != "cache" ? "cache_on" : "cache_off"},
-                           {"strategy",
-                            {{"name", engine::strategy_key(o.sampler.strategy)},
-                             {"top_k", o.sampler.top_k},
-                             {"top_p", o.sampler.top_p},
-                             {"temperature", o.sampler.temperature},
-                             {"seed", o.sampler.seed}}},
-                           {"prompt_id", p.id},
-                           {"prompt_ids", p.ids},
-                           {"generated_ids", r.generated},
-                           {"draws", r.draws},
-                           {"scenario", sc},
-                           {"calls", calls},
-                           {"call_of_step", r.call_of_step}};
+        json meta = {{"format", "kvconf.trace/1.1"},
+                     {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
+                     {"model",
+                      {{"name", model_name},
+                       {"path", model_path},
+                       {"vocab_size", model.vocab()},
+                       {"n_layers", model.n_layers()},
+                       {"hidden_size", model.hidden()}}},
+                     {"dtype", dtype},
+                     {"path", on || scenario != "cache" ? "cache_on" : "cache_off"},
+                     {"strategy",
+                      {{"name", engine::strategy_key(o.sampler.strategy)},
+                       {"top_k", o.sampler.top_k},
+                       {"top_p", o.sampler.top_p},
+                       {"temperature", o.sampler.temperature},
+                       {"seed", o.sampler.seed}}},
+                     {"prompt_id", p.id},
+                     {"prompt_ids", p.ids},
+                     {"generated_ids", r.generated},
+                     {"draws", r.draws},
+                     {"scenario", sc},
+                     {"calls", calls},
+                     {"call_of_step", r.call_of_step}};
         engine::TensorData logits{"logits", engine::Dtype::f32, {r.logits.size(), model.vocab()}, {}};
         for (const auto& row : r.logits) logits.values.insert(logits.values.end(), row.begin(), row.end());
+        std::vector<engine::TensorData> tensors = {logits};
+        if (r.kv) {  // (layers, rows, kv width), exact in f32 for an f32 or f16 cache
+          const std::vector<std::size_t> shape = {r.kv->layers, r.kv->rows, r.kv->dim};
+          tensors.push_back({"k_rows", engine::Dtype::f32, shape, r.kv->k});
+          tensors.push_back({"v_rows", engine::Dtype::f32, shape, r.kv->v});
+          if (!on && scenario == "cache") meta["kv_step"] = o.kv_step;
+        }
         const fs::path file = fs::path(out_dir) / (p.id + "." + dtype + "." + attention + "." + strategy + ".s" +
                                                    std::to_string(o.sampler.seed) + side + ".safetensors");
-        engine::write_safetensors(file, {logits}, {{"kvconf.trace", meta.dump()}});
+        engine::write_safetensors(file, tensors, {{"kvconf.trace", meta.dump()}});
         std::printf("%s: %s T=%zu tokens", file.c_str(), side.c_str() + 1, r.generated.size());
         for (int t : r.generated) std::printf(" %d", t);
         std::printf("\n");

@@ -346,5 +346,47 @@ TEST(LlamaCppCheck, Gemma2RestoreOfWindowedCacheIsNotAlwaysBitwise) {
   }
 }
 
+// The K/V rows llama.cpp cached (--kv: read out of its saved sequence state, kv_state.cpp) through kvconf check's
+// cached_kv rule: llama2-tiny f16, f16 cache, both attentions, 2 prompts × 8 greedy tokens. Cache ON's prompt rows and
+// cache OFF's step-0 recompute come from the same call, so every layer must agree bit for bit, and does; restore must
+// agree in every row and layer, and does. The rule can fail on these rows: one K value of cache ON's layer 1 moved by
+// one fp16 ulp fails it, naming the layer.
+TEST(LlamaCppCheck, CachedKvRowsFromTheSavedStatePass) {
+  for (const bool flash : {false, true})
+    for (const char* scenario : {"", "restore"}) {
+      testing::LlamaRun run{"llama2-tiny", "f16", "f16", flash, "greedy", 2, 8};
+      run.scenario = scenario;
+      run.kv = true;
+      const std::vector<protocol::Trace> ts = traces(run);
+      for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
+        // cache: sorted ....off, ....on; a scenario: ....reference, ....scenario.
+        protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+        ASSERT_EQ(p.on.kv_rows, p.on.prompt_ids.size() + 7);  // the prompt and every token fed (not the last)
+        ASSERT_EQ(p.on.k_rows.size(), p.on.n_layers * p.on.kv_rows * p.on.kv_dim);
+        const auto rule = [](const results::RunPairRecord& rec) {
+          for (const results::CheckResult& r : rec.rules)
+            if (r.rule == "cached_kv") return r;
+          ADD_FAILURE() << "no cached_kv rule";
+          return results::CheckResult{};
+        };
+        const results::CheckResult ok = rule(protocol::check_trace_pair(p, nullptr));
+        SCOPED_TRACE(p.on.file.string());
+        EXPECT_TRUE(ok.pass) << ok.detail;
+        const std::string n = std::to_string(p.on.prompt_ids.size());
+        EXPECT_NE(ok.detail.find(run.scenario.empty() ? "(" + n + " of them in every layer)" : "every layer and row"),
+                  std::string::npos)
+            << ok.detail;
+        if (run.scenario.empty() && i == 0) {
+          // Layer 1, row 3, value 5 of cache ON moved by one fp16 ulp.
+          float& x = p.on.k_rows[(1 * p.on.kv_rows + 3) * p.on.kv_dim + 5];
+          x = x == 0.0f ? 0x1p-24f : static_cast<float>(x + std::ldexp(1.0, std::ilogb(x) - 10));
+          const results::CheckResult bad = rule(protocol::check_trace_pair(p, nullptr));
+          EXPECT_FALSE(bad.pass);
+          EXPECT_NE(bad.detail.find("layer 1"), std::string::npos) << bad.detail;
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace kvconf

@@ -23,11 +23,12 @@ struct LlamaRun {
   // A prompt set of its own (a file the test wrote; its stem names the run), else the fixture's (stories260K's
   // token-id prompts or GSM8K's).
   std::string prompt_file = "";
+  bool kv = false;  // --kv: the K/V rows read from llama.cpp's saved state (cache OFF: step 0's recompute)
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
            std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "") +
            (scenario.empty() ? "" : "." + scenario + std::to_string(at_step)) +
-           (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string());
+           (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string()) + (kv ? ".kv" : "");
   }
 };
 
@@ -51,7 +52,7 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
            (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) +
            (r.scenario.empty() ? std::string()
                                : " --scenario " + r.scenario + " --at-step " + std::to_string(r.at_step)) +
-           " --out \"" + tmp.string() + "\"";
+           (r.kv ? " --kv" : "") + " --out \"" + tmp.string() + "\"";
   });
 }
 

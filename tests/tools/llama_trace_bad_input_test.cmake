@@ -1,7 +1,9 @@
 # kvconf-llama-trace's bad input (docs/LLAMA_CPP.md): exit 2 and one stderr line naming the file or option, for a
 # missing model, a file llama.cpp cannot load, an unknown cache type or flash-attention value, a context llama.cpp
-# refuses (a quantised V cache without flash attention), an unknown scenario, a refill step outside the run, a
-# prefix scenario with no other request, a prompt set of another vocabulary and a prompt file that is not JSON. Run as: cmake -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DPROMPTS=<prompts.json>
+# refuses (a quantised V cache without flash attention), an unknown scenario, a refill step outside the run, a prefix
+# scenario with no other request, --kv on a model with sliding-window layers (GGUF_SWA) or with a --kv-step past the
+# run, a prompt set of another vocabulary and a prompt file that is not JSON. Run as: cmake
+#   -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DGGUF_SWA=<gemma2-tiny's> -DPROMPTS=<prompts.json>
 #   -DWORK=<scratch dir> -P llama_trace_bad_input_test.cmake
 cmake_policy(VERSION 3.20)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
@@ -26,6 +28,10 @@ kvconf_expect_bad("restore after the last step" "--at-step 5: expected 1 to 2 fo
 file(WRITE "${WORK}/one.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40, 3]}]}]=])
 kvconf_expect_bad("prefix with no other request" "one.json: --scenario prefix needs a second prompt"
                   --model "${GGUF}" --prompts "${WORK}/one.json" --out "${WORK}/out" --scenario prefix)
+kvconf_expect_bad("--kv on a windowed cache" "--kv: the saved cache holds 2 layers, the model 4 \\(a model with sliding"
+                  --model "${GGUF_SWA}" ${common} --kv)
+kvconf_expect_bad("--kv-step past the run" "--kv-step 2: expected 0 to 1 \\(--max-new-tokens 2\\)" --model "${GGUF}"
+                  ${common} --kv --kv-step 2)
 file(WRITE "${WORK}/other-vocab.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40000, 3]}]}]=])
 kvconf_expect_bad("prompt of another vocabulary" "other-vocab.json: prompts\\[0\\].ids: token 40000 is outside"
                   --model "${GGUF}" --prompts "${WORK}/other-vocab.json" --out "${WORK}/out")
