@@ -18,7 +18,8 @@ kvconf_expect_bad("flash-attn value" "--flash-attn 'yes': expected on or off" --
 kvconf_expect_bad("quantised V cache without flash attention"
                   "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
                   ${common} --cache-type q8_0)
-kvconf_expect_bad("an unknown scenario" "--scenario 'preempt': expected cache, chunked, prefix, refill, restore or batch"
+kvconf_expect_bad("an unknown scenario"
+                  "--scenario 'preempt': expected cache, chunked, prefix, refill, restore or batch"
                   --model "${GGUF}" ${common} --scenario preempt)
 kvconf_expect_bad("refill in a run too short" "--scenario refill needs --max-new-tokens 3 or more"
                   --model "${GGUF}" ${common} --scenario refill)
