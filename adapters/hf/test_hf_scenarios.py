@@ -8,6 +8,7 @@
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,8 @@ def main() -> int:
     seen = {}
     for r in records:
         rules = {x["rule"]: x for x in r["rules"]}
-        scenario = r["profile"].split("+")[-1] if "+" in r["profile"] else "cache"
+        # The profile names the scenario and the option a folder may hold several of ("+chunked5", "+restore3").
+        scenario = re.sub(r"\d+$", "", r["profile"].split("+")[-1]) if "+" in r["profile"] else "cache"
         seen[scenario] = seen.get(scenario, 0) + 1
         print(f"{r['profile']} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
                                                               for k, v in rules.items()))

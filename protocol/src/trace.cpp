@@ -127,14 +127,21 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
 }  // namespace
 
 std::string Trace::profile() const {
-  return short_dtype(dtype) + "-" + engine + "-" + attention + (scenario == "cache" ? "" : "+" + scenario);
+  return short_dtype(dtype) + "-" + engine + "-" + attention + (scenario == "cache" ? "" : "+" + scenario_options());
+}
+
+std::string Trace::scenario_options() const {
+  // The options a folder may hold several of (chunk sizes, event steps); prefix's shared rows follow the prompt.
+  if (scenario == "chunked") return scenario + std::to_string(chunk);
+  if (scenario == "refill" || scenario == "restore") return scenario + std::to_string(at_step);
+  return scenario;
 }
 
 std::string Trace::pair_key() const {
   std::string k = model_name + "|" + dtype + "|" + engine + "|" + engine_version + "|" + attention + "|" + strategy;
   if (strategy != "greedy")
     k += "|k" + std::to_string(top_k) + "|p" + json(top_p).dump() + "|t" + json(temperature).dump();
-  return k + "|s" + std::to_string(seed) + "|" + prompt_id + (scenario == "cache" ? "" : "|" + scenario);
+  return k + "|s" + std::to_string(seed) + "|" + prompt_id + (scenario == "cache" ? "" : "|" + scenario_options());
 }
 
 Trace read_trace(const fs::path& file) {

@@ -100,7 +100,7 @@ def test_restore_is_bitwise_and_refill_shares_its_first_steps(tmp_path):
     moved = kvconf.check_traces(write_trace(tmp_path / "r2.a", "scenario", sc, z2),
                                 write_trace(tmp_path / "r2.b", "reference", sc, z), out=tmp_path / "o2")
     assert not rules(moved)["scenario_bitwise"].passed and rules(moved)["scenario_shared_steps_bitwise"].passed
-    assert moved.records[0]["profile"] == "fp16-synthetic-eager+restore"
+    assert moved.records[0]["profile"] == "fp16-synthetic-eager+restore2"
     sc = {"name": "refill", "at_step": 3}
     early = z.copy()
     early[1, 7] = np.nextafter(early[1, 7], np.float16(-np.inf))  # before the event: must not differ

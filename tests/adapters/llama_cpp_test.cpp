@@ -225,6 +225,33 @@ TEST(LlamaCppCheck, ChunkedPrefillPassesKvconfCheck) {
   }
 }
 
+// One folder holding two chunk sizes (a sweep, as a user writes it): kvconf check --dir pairs each scenario side with
+// the reference of its own chunk size and files them under profiles of their own (+chunked4, +chunked16).
+TEST(LlamaCppCheck, ChunkSizesShareAFolder) {
+  const fs::path dir = fs::path(KVCONF_LLAMA_TRACES_DIR) / ("chunk-sweep." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const int chunk : {4, 16}) {
+    std::string why;
+    ASSERT_TRUE(testing::run_logged(std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR +
+                                        "/llama2-tiny.f16.gguf\" --model-name llama2-tiny --prompts \"" +
+                                        KVCONF_FIXTURES_DIR + "/prompts/gsm8k.json\" --n 2 --max-new-tokens 4 " +
+                                        "--scenario chunked --chunk " + std::to_string(chunk) + " --out \"" +
+                                        dir.string() + "\"",
+                                    dir.string() + ".log", &why))
+        << why;
+  }
+  const std::vector<protocol::TracePair> pairs = protocol::read_trace_folder(dir);
+  ASSERT_EQ(pairs.size(), 4u);
+  std::map<std::string, int> per_profile;
+  for (const protocol::TracePair& p : pairs) {
+    EXPECT_EQ(p.on.chunk, p.off.chunk);
+    ++per_profile[p.on.profile()];
+  }
+  EXPECT_EQ(per_profile, (std::map<std::string, int>{{"fp16-llama.cpp-softmax-kvf16+chunked16", 2},
+                                                     {"fp16-llama.cpp-softmax-kvf16+chunked4", 2}}));
+  fs::remove_all(dir);
+}
+
 // llama.cpp's other scenarios (docs/SCENARIOS.md) through kvconf check: prefix (the donor's first rows copied into the
 // request's sequence with llama_memory_seq_cp), refill (the memory cleared after step 3 and everything but the newest
 // token decoded again), restore (the sequence's state saved with llama_state_seq_get_data after step 3 and generation

@@ -52,10 +52,13 @@ struct Trace {
   std::vector<engine::CallRecord> calls;
   std::vector<std::size_t> call_of_step;
 
-  // "<fp32|fp16|bf16>-<engine>-<attention>" ("+<scenario>" for a scenario other than cache): the profile name the
-  // reports group this engine configuration under.
+  // "<fp32|fp16|bf16>-<engine>-<attention>" ("+" and scenario_options() for a scenario other than cache): the profile
+  // name the reports group this engine configuration under.
   std::string profile() const;
-  // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id, scenario.
+  // The scenario with the option a folder may hold several values of: "chunked4", "refill3", "restore3"; "prefix",
+  // "batch" (prefix's shared rows follow the prompt).
+  std::string scenario_options() const;
+  // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id, scenario and its options.
   std::string pair_key() const;
 };
 
