@@ -71,10 +71,15 @@ std::size_t elements(std::int32_t type, std::uint64_t bytes) {
 
 }  // namespace
 
-KvRows read_kv(llama_context* ctx, int seq, std::size_t n_layers) {
+std::vector<std::uint8_t> save_sequence(llama_context* ctx, int seq) {
   std::vector<std::uint8_t> bytes(llama_state_seq_get_size(ctx, seq));
   if (llama_state_seq_get_data(ctx, bytes.data(), bytes.size(), seq) != bytes.size())
     throw std::runtime_error("llama_state_seq_get_data wrote another size than llama_state_seq_get_size said");
+  return bytes;
+}
+
+KvRows read_kv(llama_context* ctx, int seq, std::size_t n_layers) {
+  const std::vector<std::uint8_t> bytes = save_sequence(ctx, seq);
   Reader r{bytes};
   KvRows out;
   bool found = false;

@@ -1,13 +1,17 @@
-// A sequence's cached K and V rows read out of llama.cpp's saved sequence state (llama_state_seq_get_data), the only
-// way llama.h exposes its KV cache: for the trace's k_rows / v_rows, which kvconf check's cached_kv rule compares.
+// llama.cpp's saved sequence state (llama_state_seq_get_data), the only way llama.h exposes its KV cache: saved for
+// the restore scenario, and its K and V rows read out for the trace's k_rows / v_rows (kvconf check's cached_kv).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 struct llama_context;
 
 namespace kvconf::llama_cpp {
+
+// Sequence `seq`'s state as llama_state_seq_get_data writes it.
+std::vector<std::uint8_t> save_sequence(llama_context* ctx, int seq);
 
 struct KvRows {
   std::size_t layers = 0, rows = 0, dim = 0;  // rows: positions 0 .. rows − 1; dim: kv heads × head dim

@@ -76,6 +76,16 @@ struct ContextDeleter {
 
 void check_cache_type(const std::string& name) { (void)cache_type_of(name); }
 
+void check_event_step(const std::string& scenario, std::size_t at_step, std::size_t max_new_tokens) {
+  if (scenario != "refill" && scenario != "restore") return;
+  if (max_new_tokens < 3)
+    throw BadInput("--scenario " + scenario + " needs --max-new-tokens 3 or more (a step before the event and one " +
+                   "after it), got " + std::to_string(max_new_tokens));
+  if (!(at_step >= 1 && at_step + 1 < max_new_tokens))
+    throw BadInput("--at-step " + std::to_string(at_step) + ": expected 1 to " + std::to_string(max_new_tokens - 2) +
+                   " for --scenario " + scenario + " (--max-new-tokens " + std::to_string(max_new_tokens) + ")");
+}
+
 Model::Model(const std::string& gguf) : file_(gguf) {
   init_backend();
   llama_model_params p = llama_model_default_params();
@@ -188,6 +198,12 @@ std::vector<std::vector<float>> decode(llama_context* ctx,
   return out;
 }
 
+// One llama_decode of `tokens` for sequence 0, recorded in r as llama.cpp's memory reports it; the last row's logits.
+std::vector<float> call(llama_context* ctx, RunResult& r, std::vector<int> tokens, std::size_t V) {
+  r.calls.push_back({tokens.size(), rows_of(ctx, 0)});
+  return std::move(decode(ctx, {{0, std::move(tokens)}}, V).front());
+}
+
 // The token kvconf's sampler chooses at step t from z with the shared draw, recorded in r (the last call chose it).
 int choose(RunResult& r, const RunOptions& o, std::size_t t, std::vector<float> z) {
   r.call_of_step.push_back(r.calls.size() - 1);
@@ -209,23 +225,20 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
   const ContextPtr ctx = make_context(m, o, total, 1, false, total);
   RunResult r;
   std::vector<int> seq = prompt;
-  // One llama_decode of `tokens` for sequence 0, recorded as the memory reports it; the last row's logits.
-  auto call = [&](std::vector<int> tokens) {
-    r.calls.push_back({tokens.size(), rows_of(ctx.get(), 0)});
-    return std::move(decode(ctx.get(), {{0, std::move(tokens)}}, V).front());
-  };
   for (std::size_t t = 0; t < o.max_new_tokens; ++t) {
     std::vector<float> z;
     if (!cache_on) {
       llama_memory_clear(llama_get_memory(ctx.get()), true);
-      z = call(seq);
+      z = call(ctx.get(), r, seq, V);
       if (o.kv && t == o.kv_step) r.kv = read_kv(ctx.get(), 0, m.n_layers());
     } else if (t == 0 && o.chunk > 0) {  // the prompt in chunks; the last chunk's logits choose the first token
       for (std::size_t b = 0; b < seq.size(); b += o.chunk)
-        z = call(std::vector<int>(seq.begin() + static_cast<std::ptrdiff_t>(b),
-                                  seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), b + o.chunk))));
+        z = call(ctx.get(), r,
+                 std::vector<int>(seq.begin() + static_cast<std::ptrdiff_t>(b),
+                                  seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), b + o.chunk))),
+                 V);
     } else {
-      z = call(t == 0 ? seq : std::vector<int>{seq.back()});
+      z = call(ctx.get(), r, t == 0 ? seq : std::vector<int>{seq.back()}, V);
     }
     seq.push_back(choose(r, o, t, std::move(z)));
   }
@@ -240,9 +253,7 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
              restore = s.name == "restore";
   if (!prefix && !batch && !refill && !restore)
     throw BadInput("scenario '" + s.name + "': expected prefix, refill, restore or batch");
-  if ((refill || restore) && !(s.at_step >= 1 && s.at_step + 1 < T))
-    throw BadInput("--at-step " + std::to_string(s.at_step) + ": expected 1 to " + std::to_string(T >= 2 ? T - 2 : 0) +
-                   " (--max-new-tokens " + std::to_string(T) + ")");
+  check_event_step(s.name, s.at_step, T);
   if (prefix && (s.shared < 1 || s.shared >= n || s.donor.size() < s.shared ||
                  !std::equal(s.donor.begin(), s.donor.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.begin())))
     throw BadInput("prefix: the donor must share the prompt's first " + std::to_string(s.shared) +
@@ -272,11 +283,7 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
     if (rows_of(ctx.get(), 0) != s.shared)
       throw std::runtime_error("llama_memory_seq_cp left " + std::to_string(rows_of(ctx.get(), 0)) +
                                " rows in sequence 0, expected " + std::to_string(s.shared));
-    r.calls.push_back({n - s.shared, s.shared});
-    z = std::move(decode(ctx.get(),
-                         {{0, std::vector<int>(prompt.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.end())}},
-                         V)
-                      .front());
+    z = call(ctx.get(), r, std::vector<int>(prompt.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.end()), V);
   }
   for (std::size_t t = 0; t < T; ++t) {
     if (batch) {  // every sequence's prompt in the first call, then one token per sequence per call
@@ -291,21 +298,15 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
       for (std::size_t i = 1; i < seqs.size(); ++i) seqs[i].push_back(argmax(zs[i]));  // the others: greedy
       z = std::move(zs.front());
     } else if (t > 0 || !prefix) {
-      std::vector<int> tokens = t == 0 ? seqs[0] : std::vector<int>{seqs[0].back()};
-      r.calls.push_back({tokens.size(), rows_of(ctx.get(), 0)});
-      z = std::move(decode(ctx.get(), {{0, std::move(tokens)}}, V).front());
+      z = call(ctx.get(), r, t == 0 ? seqs[0] : std::vector<int>{seqs[0].back()}, V);
     }
     seqs[0].push_back(choose(r, o, t, std::move(z)));
     if (t + 1 != s.at_step) continue;
     if (refill) {  // preempted: the memory dropped, everything but the newest token decoded again in one call
       llama_memory_clear(llama_get_memory(ctx.get()), true);
-      std::vector<int> all(seqs[0].begin(), seqs[0].end() - 1);
-      r.calls.push_back({all.size(), rows_of(ctx.get(), 0)});
-      decode(ctx.get(), {{0, std::move(all)}}, V);
+      call(ctx.get(), r, std::vector<int>(seqs[0].begin(), seqs[0].end() - 1), V);
     } else if (restore) {  // the sequence's state saved, and generation continued in a new context restored from it
-      std::vector<std::uint8_t> state(llama_state_seq_get_size(ctx.get(), 0));
-      if (llama_state_seq_get_data(ctx.get(), state.data(), state.size(), 0) != state.size())
-        throw std::runtime_error("llama_state_seq_get_data wrote another size than llama_state_seq_get_size said");
+      const std::vector<std::uint8_t> state = save_sequence(ctx.get(), 0);
       ContextPtr copy = fresh();
       if (llama_state_seq_set_data(copy.get(), state.data(), state.size(), 0) == 0)
         throw std::runtime_error("llama_state_seq_set_data could not restore the saved sequence" + llama_said());

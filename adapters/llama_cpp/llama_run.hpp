@@ -54,6 +54,10 @@ struct ScenarioSide {
   std::vector<std::vector<int>> batch_with;
 };
 
+// refill and restore: BadInput unless a step precedes the event and one follows it (1 <= at_step <= T - 2); nothing
+// for another scenario.
+void check_event_step(const std::string& scenario, std::size_t at_step, std::size_t max_new_tokens);
+
 // BadInput naming the accepted types unless `name` is a cache type RunOptions::cache_type accepts.
 void check_cache_type(const std::string& name);
 

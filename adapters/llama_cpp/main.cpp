@@ -101,15 +101,7 @@ int main(int argc, char** argv) {
     if (!scenarios.count(scenario))
       throw BadInput("--scenario '" + scenario + "': expected cache, chunked, prefix, refill, restore or batch");
     if (scenario == "chunked" && chunk < 1) throw BadInput("--chunk must be at least 1");
-    if ((scenario == "refill" || scenario == "restore") && o.max_new_tokens < 3)
-      throw BadInput("--scenario " + scenario +
-                     " needs --max-new-tokens 3 or more (a step before the event and one "
-                     "after it), got " +
-                     std::to_string(o.max_new_tokens));
-    if ((scenario == "refill" || scenario == "restore") && !(at_step >= 1 && at_step + 1 < o.max_new_tokens))
-      throw BadInput("--at-step " + std::to_string(at_step) + ": expected 1 to " +
-                     std::to_string(o.max_new_tokens - 2) + " for --scenario " + scenario + " (--max-new-tokens " +
-                     std::to_string(o.max_new_tokens) + ")");
+    llama_cpp::check_event_step(scenario, at_step, o.max_new_tokens);  // before the model loads
     if (o.kv && o.kv_step >= o.max_new_tokens)
       throw BadInput("--kv-step " + std::to_string(o.kv_step) + ": expected 0 to " +
                      std::to_string(o.max_new_tokens - 1) + " (--max-new-tokens " + std::to_string(o.max_new_tokens) +

@@ -66,9 +66,8 @@ std::optional<std::string> bad_descriptor(const KernelEntry& e, std::size_t i, s
     return at + "field acc = " + std::to_string(e.acc) +
            ", expected KVCONF_FP32 (1): ABI version 1 describes fp32-accumulating kernels only (version 2 reads "
            "KVCONF_FP16 and KVCONF_BF16)";
-  // An accumulator narrower than the inputs would round them on their way in: not a reduction kvconf's bounds model.
-  const auto narrower = [](std::int32_t a, std::int32_t b) {
-    return kvconf::info(*format_of(a)).p < kvconf::info(*format_of(b)).p;
+  const auto narrower = [](std::int32_t acc, std::int32_t in) {
+    return accumulator_narrower_than_inputs(*format_of(acc), *format_of(in));
   };
   if (narrower(e.acc, e.in))
     return at + "field acc = " + std::to_string(e.acc) +
@@ -98,6 +97,12 @@ std::optional<std::string> bad_descriptor(const KernelEntry& e, std::size_t i, s
   return std::nullopt;
 }
 
+// The accumulators the descriptor declares (pv_acc 0: acc).
+DeclaredAcc declared_of(const KernelEntry& e) {
+  const Format acc = *format_of(e.acc);
+  return {acc, e.pv_acc != 0 ? *format_of(e.pv_acc) : acc};
+}
+
 KernelInfo info_of(const std::string& prefix, const KernelEntry& e) {
   KernelInfo i;
   i.name = prefix + e.name;
@@ -105,9 +110,7 @@ KernelInfo info_of(const std::string& prefix, const KernelEntry& e) {
   i.in = *format_of(e.in);
   i.acc = *format_of(e.acc);
   i.out = *format_of(e.out);
-  // The narrowest format a partial result passes through: the two-sided rule's naive reference accumulates in it.
-  const Format pv = e.pv_acc != 0 ? *format_of(e.pv_acc) : i.acc;
-  i.partial = kvconf::info(pv).p < kvconf::info(i.acc).p ? pv : i.acc;
+  i.partial = declared_of(e).partial();
   i.cache_invariant = e.cache_invariant == 1;
   i.deterministic = e.deterministic == 1;
   i.mirrors = e.mirrors.empty() ? "external plugin kernel" : e.mirrors;
@@ -169,11 +172,7 @@ GemmKernel gemm_kernel(const Target& t, const KernelInfo& info) {
     return t.supports(req(s));
   };
   const Format in = info.in, out = info.out, acc = info.acc;
-  k.path = [in, out, acc](const GemmShape&) {
-    GemmPath p = black_box_gemm_path(in, out);
-    p.spec.acc = acc;  // as declared (version 2 reads fp16 and bf16 accumulators)
-    return p;
-  };
+  k.path = [in, out, acc](const GemmShape&) { return black_box_gemm_path(in, out, acc); };
   k.run = [t, req, in, out](const GemmShape& s, std::span<const float> x, std::span<const float> w,
                             std::span<float> y) {
     check_size(t.name, "x", x.size(), s.m * s.k);
@@ -202,11 +201,7 @@ NormKernel norm_kernel(const Target& t, const KernelInfo& info) {
     return t.supports(req(s, NormParams{}));
   };
   const Format in = info.in, out = info.out, acc = info.acc;
-  k.path = [in, acc](const NormShape&) {
-    NormPath p = black_box_norm_path(in);
-    p.spec.acc = acc;
-    return p;
-  };
+  k.path = [in, acc](const NormShape&) { return black_box_norm_path(in, acc); };
   k.run = [t, req, in, out](const NormShape& s, const NormParams& p, std::span<const float> x, std::span<const float> w,
                             std::span<float> y) {
     check_size(t.name, "x", x.size(), s.rows * s.d);
@@ -219,7 +214,8 @@ NormKernel norm_kernel(const Target& t, const KernelInfo& info) {
   return k;
 }
 
-AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::uint32_t exp_ulps, Format pv_acc) {
+AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::uint32_t exp_ulps,
+                                 DeclaredAcc declared) {
   AttentionKernel k;
   k.info = info;
   auto req = [](const AttentionCall& c) {
@@ -249,15 +245,10 @@ AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::u
   };
   // 0 = correctly rounded: charged one ulp (an exp within half an ulp is within one).
   const double exp_rel = static_cast<double>(exp_ulps == 0 ? 1 : exp_ulps) * kFp32Ulp;
-  k.pipeline = [info, exp_rel, pv_acc](const AttentionCall& c) {
+  k.pipeline = [info, exp_rel, declared](const AttentionCall& c) {
     // A flush of e^x < 2^-125 to 0 is allowed (plugin.h), the budget PyTorch's exp_u20 needs.
-    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, exp_rel, kExpU20AbsError);
-    // The declared accumulators (version 2): q·k in acc; P·V, and its rescales, in pv_acc.
-    p.qk_spec.acc = info.acc;
-    p.pv_spec.acc = pv_acc;
-    p.name = "plugin black-box";
-    if (info.acc != Format::fp32) p.name += " + " + std::string(kvconf::name(info.acc)) + " accumulator";
-    if (pv_acc != info.acc) p.name += " + " + std::string(kvconf::name(pv_acc)) + " PV accumulator";
+    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, exp_rel, kExpU20AbsError, declared);
+    p.name = "plugin " + p.name;
     return p;
   };
   const Format in = info.in, out = info.out;
@@ -344,7 +335,7 @@ void register_plugin_kernels(Registry& r, const std::filesystem::path& lib, cons
     else if (e.kind == KVCONF_KIND_NORM)
       staged.add(norm_kernel(t, info));
     else
-      staged.add(attention_kernel(t, info, e.exp_error_ulps, e.pv_acc != 0 ? *format_of(e.pv_acc) : info.acc));
+      staged.add(attention_kernel(t, info, e.exp_error_ulps, declared_of(e)));
   }
   for (const auto& k : staged.gemm()) r.add(k);
   for (const auto& k : staged.norm()) r.add(k);

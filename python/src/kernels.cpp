@@ -53,10 +53,9 @@ kernels::KernelInfo info_of(const KernelSpec& s) {
   i.name = "python." + s.name + "." + kernels::format_suffix(s.format);
   i.backend = "python";
   i.in = s.format;
-  i.acc = s.acc;
+  i.acc = s.declared.acc;
   i.out = s.format;
-  // The narrowest format a partial result passes through: the two-sided rule's naive reference accumulates in it.
-  i.partial = info(s.pv_acc).p < info(s.acc).p ? s.pv_acc : s.acc;
+  i.partial = s.declared.partial();
   i.cache_invariant = s.cache_invariant;
   i.deterministic = s.deterministic;
   i.mirrors = s.mirrors.empty() ? "Python callable" : s.mirrors;
@@ -70,11 +69,10 @@ KernelSpec spec_of(const std::string& name, const std::string& format, nb::objec
   KernelSpec s;
   s.name = name;
   s.format = format_arg(format, "format");
-  s.acc = format_arg(acc, "accumulate");
-  s.pv_acc = pv_acc.empty() ? s.acc : format_arg(pv_acc, "pv_accumulate");
-  // An accumulator narrower than the inputs would round them on their way in: not a reduction the bounds model.
-  for (const auto& [f, arg] : {std::pair{s.acc, "accumulate"}, std::pair{s.pv_acc, "pv_accumulate"}})
-    if (info(f).p < info(s.format).p)
+  s.declared.acc = format_arg(acc, "accumulate");
+  s.declared.pv = pv_acc.empty() ? s.declared.acc : format_arg(pv_acc, "pv_accumulate");
+  for (const auto& [f, arg] : {std::pair{s.declared.acc, "accumulate"}, std::pair{s.declared.pv, "pv_accumulate"}})
+    if (kernels::accumulator_narrower_than_inputs(f, s.format))
       throw std::invalid_argument(std::string(arg) + "='" + kernels::format_suffix(f) +
                                   "': expected a format with at least the significand bits of the dtype (" +
                                   kernels::format_suffix(s.format) + ")");
@@ -103,14 +101,10 @@ kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_er
     return ask(s.supports, c);
   };
   const kernels::KernelInfo info = k.info;
-  const Format acc = s.acc, pv_acc = s.pv_acc;
-  k.pipeline = [info, exp_rel_error, exp_abs_error, acc, pv_acc](const AttentionCall& c) {
-    ref::AttentionPipeline p = kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error);
-    p.qk_spec.acc = acc;  // as declared: q·k in `accumulate`, P·V and its rescales in `pv_accumulate`
-    p.pv_spec.acc = pv_acc;
-    p.name = "python black-box";
-    if (acc != Format::fp32) p.name += " + " + kernels::format_suffix(acc) + " accumulator";
-    if (pv_acc != acc) p.name += " + " + kernels::format_suffix(pv_acc) + " PV accumulator";
+  const kernels::DeclaredAcc declared = s.declared;
+  k.pipeline = [info, exp_rel_error, exp_abs_error, declared](const AttentionCall& c) {
+    ref::AttentionPipeline p = kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error, declared);
+    p.name = "python " + p.name;
     return p;
   };
   k.run = [s, name](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
@@ -127,12 +121,8 @@ kernels::GemmKernel gemm_kernel(const KernelSpec& s) {
     if (sh.m == 0 || sh.n == 0 || sh.k == 0) return std::string("empty GEMM");
     return ask(s.supports, sh);
   };
-  const Format f = s.format, acc = s.acc;
-  k.path = [f, acc](const kernels::GemmShape&) {
-    kernels::GemmPath p = kernels::black_box_gemm_path(f, f);
-    p.spec.acc = acc;  // as declared
-    return p;
-  };
+  const Format f = s.format, acc = s.declared.acc;
+  k.path = [f, acc](const kernels::GemmShape&) { return kernels::black_box_gemm_path(f, f, acc); };
   k.run = [s, name](const kernels::GemmShape& sh, std::span<const float> x, std::span<const float> w,
                     std::span<float> y) { take(name, s.runner(sh, view(x), view(w)), y); };
   return k;
@@ -170,10 +160,10 @@ void bind_kernels(nb::module_& m) {
           [](kernels::AttentionKernel* self, const std::string& name, const std::string& format, nb::object runner,
              nb::object supports, bool cache_invariant, bool deterministic, double exp_rel_error, double exp_abs_error,
              const std::string& mirrors, const std::string& acc, const std::string& pv_acc) {
-            new (self) kernels::AttentionKernel(
-                attention_kernel(spec_of(name, format, std::move(runner), std::move(supports), cache_invariant,
-                                         deterministic, mirrors, acc, pv_acc),
-                                 exp_rel_error, exp_abs_error));
+            new (self)
+                kernels::AttentionKernel(attention_kernel(spec_of(name, format, std::move(runner), std::move(supports),
+                                                                  cache_invariant, deterministic, mirrors, acc, pv_acc),
+                                                          exp_rel_error, exp_abs_error));
           },
           nb::arg("name"), nb::arg("format"), nb::arg("runner"), nb::arg("supports").none(), nb::arg("cache_invariant"),
           nb::arg("deterministic"), nb::arg("exp_rel_error"), nb::arg("exp_abs_error"), nb::arg("mirrors") = "",

@@ -5,18 +5,18 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "kvconf/kernels/black_box.hpp"
 #include "kvconf/kernels/kernel.hpp"
 
 namespace kvconf::python {
 
 struct KernelSpec {
-  std::string name;              // the user's name; the kernel is python.<name>.<f32|f16|bf16>
-  Format format = Format::fp16;  // inputs and outputs; products and sums in `acc` in any order
-  Format acc = Format::fp32;     // the reductions' accumulator, as a plugin declares it (docs/PLUGIN.md)
-  Format pv_acc = Format::fp32;  // attention: P·V's accumulator (and its rescales)
-  nb::object runner;             // runner(call, *inputs) -> float32 CPU tensor (python/kvconf/_kernel.py)
-  nb::object supports;           // supports(call) -> None | reason, or None
-  bool cache_invariant = false;  // claims: decode equals prefill bitwise, independent of capacity and chunking
+  std::string name;               // the user's name; the kernel is python.<name>.<f32|f16|bf16>
+  Format format = Format::fp16;   // inputs and outputs; products and sums in `declared.acc` in any order
+  kernels::DeclaredAcc declared;  // its accumulators (accumulate=, pv_accumulate=), as a plugin declares them
+  nb::object runner;              // runner(call, *inputs) -> float32 CPU tensor (python/kvconf/_kernel.py)
+  nb::object supports;            // supports(call) -> None | reason, or None
+  bool cache_invariant = false;   // claims: decode equals prefill bitwise, independent of capacity and chunking
   bool deterministic = true;
   std::string mirrors;
 };

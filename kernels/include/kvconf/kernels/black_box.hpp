@@ -31,13 +31,29 @@ inline constexpr double kCudaRsqrtRelError = 3.0 * 0x1p-23;
 // fl32(1 / fl32(sqrt(x))): two roundings, (1 + u)/(1 − u) − 1 < 2u + 2u² with u = 2^-24 (padded).
 inline constexpr double kRsqrtTwoRoundingsRelError = 0x1p-23 + 0x1p-46;
 
-// y = x·Wᵀ in `in`, products and sums in fp32 in any order, one rounding to `out`.
-GemmPath black_box_gemm_path(Format in, Format out);
-// Σx² in fp32 in any order, the rest of HF's RMSNorm in fp32, rsqrt by two roundings.
-NormPath black_box_norm_path(Format in);
-// ref::black_box_pipeline for the keys this call can see at most (its window or n_kv).
+// The accumulators a black-box kernel declares (a plugin's acc and pv_acc, docs/PLUGIN.md; a Python kernel's
+// accumulate= and pv_accumulate=); fp32 when it declares none. `acc`: the reductions (GEMM and RMSNorm sums,
+// attention's q·k); `pv`: attention's P·V and its rescales.
+struct DeclaredAcc {
+  Format acc = Format::fp32;
+  Format pv = Format::fp32;
+  // KernelInfo::partial: the narrower of the two (the two-sided rule's naive reference accumulates in it).
+  Format partial() const;
+};
+// An accumulator with fewer significand bits than the inputs would round them on their way in: not a reduction the
+// bounds model, so a declaration of one is refused.
+bool accumulator_narrower_than_inputs(Format acc, Format in);
+
+// y = x·Wᵀ in `in`, products and sums in `acc` in any order, one rounding to `out`.
+GemmPath black_box_gemm_path(Format in, Format out, Format acc = Format::fp32);
+// Σx² in `acc` in any order, the rest of HF's RMSNorm in fp32, rsqrt by two roundings.
+NormPath black_box_norm_path(Format in, Format acc = Format::fp32);
+// ref::black_box_pipeline for the keys this call can see at most (its window or n_kv), q·k accumulated in
+// `declared.acc` and P·V in `declared.pv`; the pipeline's name says which are not fp32 ("black-box + fp16 PV
+// accumulator").
 ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
-                                                    double exp_rel_error, double exp_abs_error);
+                                                    double exp_rel_error, double exp_abs_error,
+                                                    DeclaredAcc declared = {});
 
 // The black-box probes: cpu.gemm.g1, cpu.norm.r1 and cpu.attn.a1_flash2 of each format (deterministic CPU arithmetic)
 // described with each black-box path or pipeline kvconf hands out (GEMM; RMSNorm with two-rounding or CUDA rsqrt;
