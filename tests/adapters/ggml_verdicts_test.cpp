@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "check_results.hpp"
 #include "kvconf/conformance/cases.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/kernels/plugin.hpp"
@@ -84,40 +85,34 @@ constexpr double kMulMatNmse = 5e-4;   // test-backend-ops: test_mul_mat::max_nm
 constexpr double kDefaultNmse = 1e-7;  // test-backend-ops: test_case::max_nmse_err() (rms_norm keeps it)
 constexpr double kFlashNmse = 5e-4;    // test-backend-ops: test_flash_attn_ext::max_nmse_err()
 
+// One kernel on one case before both judges: every kvconf rule passes and ggml's NMSE is within its threshold.
+void expect_both_pass(const std::string& kernel, const std::string& case_id, const CheckResults& r, double e,
+                      double threshold) {
+  EXPECT_TRUE(all_pass(r)) << kernel << " " << case_id << ": " << describe(r);
+  EXPECT_LE(e, threshold) << kernel << " " << case_id;
+  std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", kernel.c_str(),
+              case_id.c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, threshold);
+}
+
 TEST(GgmlVerdicts, CorrectKernelsPassBothJudges) {
   ASSERT_EQ(ggml().gemm().size(), 2u);
   ASSERT_EQ(ggml().norm().size(), 1u);
   for (const kernels::GemmKernel& k : ggml().gemm())
-    for (const conformance::GemmCase& c : conformance::gemm_cases()) {
-      if (c.slow) continue;
-      const CheckResults r = conformance::check_gemm_matches_oracle(k, c, 1);
-      const double e = gemm_nmse(k, c);
-      EXPECT_TRUE(all_pass(r)) << k.info.name << " " << c.id() << ": " << describe(r);
-      EXPECT_LE(e, kMulMatNmse) << k.info.name << " " << c.id();
-      std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", k.info.name.c_str(),
-                  c.id().c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, kMulMatNmse);
-    }
+    for (const conformance::GemmCase& c : conformance::gemm_cases())
+      if (!c.slow)
+        expect_both_pass(k.info.name, c.id(), conformance::check_gemm_matches_oracle(k, c, 1), gemm_nmse(k, c),
+                         kMulMatNmse);
   const kernels::AttentionKernel* soft = ggml().find_attention("plugin.kvconf_ggml_plugin.attn.soft_max.f16");
   ASSERT_NE(soft, nullptr);
-  for (const conformance::AttentionCase& c : conformance::attention_cases()) {
-    if (c.slow || soft->supports(c.call)) continue;
-    const CheckResults r = conformance::check_attention_matches_oracle(*soft, c, 1);
-    const double e = attention_nmse(*soft, c);
-    EXPECT_TRUE(all_pass(r)) << soft->info.name << " " << c.id() << ": " << describe(r);
-    EXPECT_LE(e, kFlashNmse) << soft->info.name << " " << c.id();
-    std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", soft->info.name.c_str(),
-                c.id().c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, kFlashNmse);
-  }
+  for (const conformance::AttentionCase& c : conformance::attention_cases())
+    if (!c.slow && !soft->supports(c.call))
+      expect_both_pass(soft->info.name, c.id(), conformance::check_attention_matches_oracle(*soft, c, 1),
+                       attention_nmse(*soft, c), kFlashNmse);
   for (const kernels::NormKernel& k : ggml().norm())
-    for (const conformance::NormCase& c : conformance::norm_cases()) {
-      if (c.slow) continue;
-      const CheckResults r = conformance::check_norm_matches_oracle(k, c, 1);
-      const double e = norm_nmse(k, c);
-      EXPECT_TRUE(all_pass(r)) << k.info.name << " " << c.id() << ": " << describe(r);
-      EXPECT_LE(e, kDefaultNmse) << k.info.name << " " << c.id();
-      std::printf("%-40s %-28s kvconf %s error %.3g bound %.3g | ggml NMSE %.3g (<= %.0e)\n", k.info.name.c_str(),
-                  c.id().c_str(), r[0].pass ? "pass" : "FAIL", r[0].error, r[0].bound, e, kDefaultNmse);
-    }
+    for (const conformance::NormCase& c : conformance::norm_cases())
+      if (!c.slow)
+        expect_both_pass(k.info.name, c.id(), conformance::check_norm_matches_oracle(k, c, 1), norm_nmse(k, c),
+                         kDefaultNmse);
 }
 
 // x's low 16 bits dropped: bf16 by truncation (toward zero), as a cheap f32→bf16 cast does.
@@ -190,13 +185,6 @@ TEST(GgmlVerdicts, FlashAttnExtAccumulatesPvInFp16) {
     p.pv_spec.acc = Format::fp32;
     return p;
   };
-  // The rule a result list holds under `name`.
-  const auto rule = [](const CheckResults& r, const std::string& name) {
-    for (const results::CheckResult& x : r)
-      if (x.rule == name) return x;
-    ADD_FAILURE() << "no rule " << name << " in " << describe(r);
-    return results::CheckResult{};
-  };
   std::size_t ran = 0, failed_declared = 0, failed_fp32 = 0, two_sided_fp32 = 0, two_sided_declared = 0;
   double worst_declared = 0.0, worst_fp32 = 0.0, worst_two_sided_fp32 = 0.0, worst_nmse = 0.0;
   for (const conformance::AttentionCase& c : conformance::attention_cases()) {
@@ -204,8 +192,8 @@ TEST(GgmlVerdicts, FlashAttnExtAccumulatesPvInFp16) {
     ++ran;
     const CheckResults rd = conformance::check_attention_matches_oracle(*flash, c, 1),
                        rf = conformance::check_attention_matches_oracle(as_fp32, c, 1);
-    const results::CheckResult d = rule(rd, "oracle_bound"), f = rule(rf, "oracle_bound");
-    const results::CheckResult td = rule(rd, "two_sided"), tf = rule(rf, "two_sided");
+    const results::CheckResult d = testing::rule_of(rd, "oracle_bound"), f = testing::rule_of(rf, "oracle_bound");
+    const results::CheckResult td = testing::rule_of(rd, "two_sided"), tf = testing::rule_of(rf, "two_sided");
     const double e = attention_nmse(*flash, c);
     worst_nmse = std::max(worst_nmse, e);
     EXPECT_LE(e, kFlashNmse) << c.id();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "check_results.hpp"
 #include "kvconf/analysis/metrics.hpp"
 #include "kvconf/analysis/prompts.hpp"
 #include "kvconf/conformance/model_cases.hpp"
@@ -221,7 +222,7 @@ TEST(LlamaCppCheck, PairsPassKvconfCheck) {
 // call), and every rule passes (docs/MODELS.md has the grid).
 TEST(LlamaCppCheck, ChunkedPrefillPassesKvconfCheck) {
   testing::LlamaRun run{"llama2-tiny", "f16", "f16", false, "greedy"};
-  run.chunk = 4;
+  run.scenario = "chunked";
   const std::vector<protocol::Trace> ts = traces(run);
   for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {  // sorted: ....reference, ....scenario
     const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
@@ -355,13 +356,7 @@ TEST(LlamaCppCheck, Gemma2RestoreOfWindowedCacheIsNotAlwaysBitwise) {
         results::RunPairRecord rec = protocol::check_trace_pair(p, nullptr);
         SCOPED_TRACE(rec.key() + " restore after step " + std::to_string(at_step));
         ++runs;
-        const auto failed = [&](const char* rule) {
-          for (const results::CheckResult& r : rec.rules)
-            if (r.rule == rule) return !r.pass;
-          ADD_FAILURE() << "no rule " << rule;
-          return false;
-        };
-        if (!failed("scenario_bitwise")) continue;
+        if (testing::rule_of(rec.rules, "scenario_bitwise").pass) continue;
         ++not_bitwise;
         rec = protocol::check_trace_pair(p, &model("gemma2-tiny"));
         for (const results::CheckResult& r : rec.rules) {
@@ -401,13 +396,10 @@ TEST(LlamaCppCheck, CachedKvRowsFromTheSavedStatePass) {
         protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
         ASSERT_EQ(p.on.kv_rows, p.on.prompt_ids.size() + 7);  // the prompt and every token fed (not the last)
         ASSERT_EQ(p.on.k_rows.size(), p.on.n_layers * p.on.kv_rows * p.on.kv_dim);
-        const auto rule = [](const results::RunPairRecord& rec) {
-          for (const results::CheckResult& r : rec.rules)
-            if (r.rule == "cached_kv") return r;
-          ADD_FAILURE() << "no cached_kv rule";
-          return results::CheckResult{};
+        const auto cached_kv = [&p] {
+          return testing::rule_of(protocol::check_trace_pair(p, nullptr).rules, "cached_kv");
         };
-        const results::CheckResult ok = rule(protocol::check_trace_pair(p, nullptr));
+        const results::CheckResult ok = cached_kv();
         SCOPED_TRACE(p.on.file.string());
         EXPECT_TRUE(ok.pass) << ok.detail;
         const std::string n = std::to_string(p.on.prompt_ids.size());
@@ -418,7 +410,7 @@ TEST(LlamaCppCheck, CachedKvRowsFromTheSavedStatePass) {
           // Layer 1, row 3, value 5 of cache ON moved by one fp16 ulp.
           float& x = p.on.k_rows[(1 * p.on.kv_rows + 3) * p.on.kv_dim + 5];
           x = x == 0.0f ? 0x1p-24f : static_cast<float>(x + std::ldexp(1.0, std::ilogb(x) - 10));
-          const results::CheckResult bad = rule(protocol::check_trace_pair(p, nullptr));
+          const results::CheckResult bad = cached_kv();
           EXPECT_FALSE(bad.pass);
           EXPECT_NE(bad.detail.find("layer 1"), std::string::npos) << bad.detail;
         }

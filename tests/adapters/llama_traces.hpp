@@ -16,18 +16,18 @@ struct LlamaRun {
   bool flash = false;
   std::string strategy = "greedy";
   int prompts = 2, tokens = 12;
-  int chunk = 0;  // > 0: the chunked scenario (the prompt in calls of `chunk` tokens vs one call), not cache ON/OFF
-  // Another scenario's two sides (prefix, refill, restore, batch; refill and restore after step at_step).
+  // Another scenario's two sides than cache ON/OFF (chunked, prefix, refill, restore, batch), and its options: chunked
+  // feeds the prompt in calls of `chunk` tokens, refill and restore act after step `at_step`.
   std::string scenario = "";
-  int at_step = 3;
+  int chunk = 4, at_step = 3;
   // A prompt set of its own (a file the test wrote; its stem names the run), else the fixture's (stories260K's
   // token-id prompts or GSM8K's).
   std::string prompt_file = "";
   bool kv = false;  // --kv: the K/V rows read from llama.cpp's saved state (cache OFF: step 0's recompute)
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
-           std::to_string(prompts) + ".t" + std::to_string(tokens) + (chunk ? ".c" + std::to_string(chunk) : "") +
-           (scenario.empty() ? "" : "." + scenario + std::to_string(at_step)) +
+           std::to_string(prompts) + ".t" + std::to_string(tokens) +
+           (scenario.empty() ? "" : "." + scenario + ".c" + std::to_string(chunk) + ".a" + std::to_string(at_step)) +
            (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string()) + (kv ? ".kv" : "");
   }
 };
@@ -49,9 +49,9 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
                                   : r.prompt_file) +
            "\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) + " --cache-type " +
            r.cache_type + " --flash-attn " + (r.flash ? "on" : "off") + " --strategy " + r.strategy +
-           (r.chunk ? " --scenario chunked --chunk " + std::to_string(r.chunk) : std::string()) +
            (r.scenario.empty() ? std::string()
-                               : " --scenario " + r.scenario + " --at-step " + std::to_string(r.at_step)) +
+                               : " --scenario " + r.scenario + " --chunk " + std::to_string(r.chunk) + " --at-step " +
+                                     std::to_string(r.at_step)) +
            (r.kv ? " --kv" : "") + " --out \"" + tmp.string() + "\"";
   });
 }

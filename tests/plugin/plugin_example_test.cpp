@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "check_results.hpp"
 #include "kvconf/conformance/checks.hpp"
 #include "kvconf/kernels/plugin.hpp"
 
@@ -35,13 +36,7 @@ AttentionCase attn_case(std::size_t n_q, std::size_t n_kv, std::size_t d, std::s
   return c;
 }
 
-// The rule named `rule` in r (fails the test when absent).
-const CheckResult* find(const CheckResults& r, const std::string& rule) {
-  for (const auto& c : r)
-    if (c.rule == rule) return &c;
-  ADD_FAILURE() << "no result for rule " << rule << " in\n" << describe(r);
-  return nullptr;
-}
+using kvconf::testing::find_rule;
 
 TEST(PluginExample, CorrectGemmsPass) {
   for (const auto& k : example().gemm())
@@ -79,7 +74,7 @@ TEST(PluginExample, Fp16AccumulationIsCaught) {
   ASSERT_NE(k, nullptr);
   const GemmCase c = gemm_case(1, 64, 4096, Data::same_sign);
   const auto r = check_gemm_matches_oracle(*k, c, seed_for("gemm_oracle", c.id()));
-  if (const auto* b = find(r, "oracle_bound")) {
+  if (const auto* b = find_rule(r, "oracle_bound")) {
     EXPECT_FALSE(b->pass) << describe(r);
   }
   std::printf("caught %s on %s:\n%s", k->info.name.c_str(), c.id().c_str(), describe(r).c_str());
@@ -91,13 +86,13 @@ TEST(PluginExample, ADroppedCacheRowIsCaught) {
   const AttentionCase c = attn_case(8, 40, 32, 4, 2);
   // Decode (q_len 1 over the cache) against the last prefill row: rule 2 catches the stale cache.
   const auto on_off = check_attention_cache_on_off(*k, c, 7);
-  if (const auto* b = find(on_off, "on_off_bound")) {
+  if (const auto* b = find_rule(on_off, "on_off_bound")) {
     EXPECT_FALSE(b->pass) << describe(on_off);
   }
   // The prefill path is right (the bug is in decode only), and the decode call alone misses the oracle.
   EXPECT_TRUE(all_pass(check_attention_matches_oracle(*k, c, 7)));
   const auto decode = check_attention_matches_oracle(*k, attn_case(1, 40, 32, 4, 2), 7);
-  if (const auto* b = find(decode, "oracle_bound")) {
+  if (const auto* b = find_rule(decode, "oracle_bound")) {
     EXPECT_FALSE(b->pass) << describe(decode);
   }
   std::printf("caught %s on %s:\n%s", k->info.name.c_str(), c.id().c_str(), describe(on_off).c_str());
