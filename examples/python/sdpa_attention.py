@@ -4,6 +4,7 @@
 top-left aligned, wrong for a decode row). kvconf calls it with kvconf's AttentionCall (docs/PYTHON.md)."""
 
 import torch
+from torch.nn.attention import sdpa_kernel
 
 
 def visible(call, n_q, n_kv):
@@ -46,3 +47,37 @@ def sdpa_attention(q, k_cache, v_cache, call):
 def no_softcap(call):
     """SDPA has no logit softcap: kvconf skips those cases with this reason."""
     return "scaled_dot_product_attention has no logit softcap" if call.softcap > 0 else None
+
+
+def forced(backend):
+    """sdpa_attention with SDPA's backend forced (torch.nn.attention.SDPBackend), as kvconf's C++ torch kernels do."""
+    def attention(q, k_cache, v_cache, call):
+        with sdpa_kernel([backend]):
+            return sdpa_attention(q, k_cache, v_cache, call)
+    attention.__name__ = f"sdpa_{backend.name.lower()}"
+    return attention
+
+
+def forced_supports(backend, dtype, device):
+    """supports= for forced(backend): no softcap, and whatever SDPA refuses under that backend (on CUDA flash and
+    cuDNN take no fp32, flash no explicit mask), asked as kvconf's C++ kernels ask it: the call on zeros, once per
+    shape and mask."""
+    attention = forced(backend)
+    answers = {}
+
+    def supports(call):
+        why = no_softcap(call)
+        if why is not None:
+            return why
+        key = (call.n_q, call.n_kv, call.n_heads, call.n_kv_heads, call.d, call.d_v, call.capacity, call.q_offset,
+               call.causal, call.window)
+        if key not in answers:
+            zeros = lambda rows, heads, dim: torch.zeros(rows, heads, dim, dtype=dtype, device=device)  # noqa: E731
+            try:
+                attention(zeros(call.n_q, call.n_heads, call.d), zeros(call.capacity, call.n_kv_heads, call.d),
+                          zeros(call.capacity, call.n_kv_heads, call.d_v), call)
+                answers[key] = None
+            except RuntimeError as e:
+                answers[key] = "SDPA takes no forced backend for this call: " + str(e).splitlines()[0]
+        return answers[key]
+    return supports

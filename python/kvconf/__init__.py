@@ -12,7 +12,7 @@ from . import _core
 from ._checks import (ATTENTION_RULES, SETS, attention_case, attention_cases, check, check_attention, check_gemm,
                       check_norm, check_projection, gemm_case, gemm_cases, norm_case, norm_cases, projection_case,
                       projection_cases)
-from ._kernel import AttentionKernel, GemmKernel, KernelError, KernelTimeout, NormKernel
+from ._kernel import CUDA_FAST_MATH, AttentionKernel, GemmKernel, KernelError, KernelTimeout, NormKernel
 from ._results import CheckFailed, Report, Result
 from ._traces import TraceCheck, check_traces
 from . import bounds, oracle
@@ -23,7 +23,7 @@ __all__ = ["AttentionKernel", "GemmKernel", "NormKernel", "KernelError", "Kernel
            "Result", "TraceCheck", "attention_cases", "gemm_cases", "projection_cases", "norm_cases",
            "attention_case", "gemm_case", "projection_case", "norm_case", "check", "check_attention", "check_gemm",
            "check_projection", "check_norm", "check_traces", "bounds", "oracle", "seed_for", "SETS",
-           "ATTENTION_RULES", "__version__"]
+           "ATTENTION_RULES", "CUDA_FAST_MATH", "__version__"]
 
 
 def seed_for(rule, case_id):

@@ -75,11 +75,11 @@ def _expect(kernel, cls, fn_name):
 
 
 def _run(kernel, case, call, run, reproduce):
-    why = kernel._supports(call) if call is not None else kernel._device_reason()
-    if why is not None:
-        return Report(kernel, case, skipped=why, reproduce=reproduce)
-    kernel.case_id = case.id
+    kernel.case_id = case.id  # named by every message, the supports' and copies' included
     try:
+        why = kernel._supports(call) if call is not None else kernel._device_reason()
+        if why is not None:
+            return Report(kernel, case, skipped=why, reproduce=reproduce)
         raw = run()
     finally:
         kernel.case_id = ""

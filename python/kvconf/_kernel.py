@@ -61,6 +61,17 @@ def dtype_of(fmt: str):
 _broken_cuda: dict[str, tuple[str, str]] = {}
 
 
+# What kvconf states for PyTorch's CUDA attention kernels (the TorchCuda/ suites, kernels/black_box.hpp): fast-math
+# exp2f of a rescaled argument (64 fp32 ulps), results below 2^-125 flushed, the scale folded with log2 e.
+# AttentionKernel(fn, dtype=..., device="cuda", **kvconf.CUDA_FAST_MATH). Their RMSNorm: NormKernel(rsqrt_error_ulps=3).
+CUDA_FAST_MATH = {"exp_error_ulps": 64, "flush_exp": True, "exp2_scale": True}
+
+
+def scale_rel_error(exp2_scale: bool) -> float:
+    """The scale error handed to the bounds: CUDA's 4u + 4u² for exp2_scale, else -1 (the pipeline's own 2u + 2u²)."""
+    return _core.CUDA_SCALE_LOG2_REL_ERROR if exp2_scale else -1.0
+
+
 def _is_cuda_error(e: BaseException) -> bool:
     text = f"{type(e).__name__}: {e}"
     return "CUDA error" in text or "AcceleratorError" in text or "cudaError" in text
@@ -147,11 +158,35 @@ class _Kernel:
 
     def _supports(self, call):
         why = self._device_reason()
+        if why is None and self.device.type == "cuda":
+            self._check_context()  # a user's supports may itself touch the device
         if why is None and self.user_supports is not None:
             why = self.user_supports(call)
             if why is not None and not isinstance(why, str):
                 raise TypeError(f"supports of {self.name} returned {why!r}: expected None or a reason (str)")
         return why
+
+    def _check_context(self):
+        """After a CUDA error left this device's context unusable, every later case on it fails saying so (its own
+        copies would otherwise raise the same sticky error, naming no case)."""
+        key = str(self.device)
+        if key in _broken_cuda:
+            case, msg = _broken_cuda[key]
+            raise KernelError(f"{self._where()}: not run: the CUDA context on {key} is unusable since case {case} "
+                              f"failed with: {msg}")
+
+    @contextlib.contextmanager
+    def _cuda_errors(self, doing):
+        """A CUDA error while `doing` (kvconf's copies) marks the context unusable and fails this case with it."""
+        try:
+            yield
+        except KernelError:
+            raise
+        except Exception as e:
+            if self.device.type != "cuda" or not _is_cuda_error(e):
+                raise
+            _broken_cuda[str(self.device)] = (self.case_id or "?", f"{type(e).__name__}: {e}")
+            raise KernelError(f"{self._where()}: CUDA error while {doing}: {type(e).__name__}: {e}") from e
 
     def _to_device(self, flat, shape):
         """kvconf's float32 values (a view of its buffer) as a fresh tensor of the kernel's dtype on its device."""
@@ -161,10 +196,7 @@ class _Kernel:
     def _invoke(self, args, kwargs):
         torch = _torch()
         key = str(self.device)
-        if key in _broken_cuda:
-            case, msg = _broken_cuda[key]
-            raise KernelError(f"{self._where()}: not run: the CUDA context on {key} is unusable since case {case} "
-                              f"failed with: {msg}")
+        self._check_context()
         what = self._where()
         cuda = self.device.type == "cuda"
         try:
@@ -204,7 +236,8 @@ class _Kernel:
             if out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
                 raise KernelError(f"{what}: the output aliases the input {name} (same storage); expected a new tensor")
         t0 = time.perf_counter()
-        host = out.detach().to(device="cpu", dtype=torch.float32).contiguous()
+        with self._cuda_errors("copying the output to the host"):
+            host = out.detach().to(device="cpu", dtype=torch.float32).contiguous()
         self.stats["to_host_s"] += time.perf_counter() - t0
         if finite_inputs and not bool(torch.isfinite(host).all()):
             bad = int((~torch.isfinite(host)).flatten().nonzero()[0])
@@ -214,10 +247,12 @@ class _Kernel:
 
     def _inputs(self, pairs):
         """[(name, flat, shape)] -> [(name, device tensor)], timing the copies."""
+        self._check_context()
         t0 = time.perf_counter()
-        ts = [(name, self._to_device(flat, shape)) for name, flat, shape in pairs]
-        if self.device.type == "cuda":
-            _torch().cuda.synchronize(self.device)
+        with self._cuda_errors("copying the inputs to the device"):
+            ts = [(name, self._to_device(flat, shape)) for name, flat, shape in pairs]
+            if self.device.type == "cuda":
+                _torch().cuda.synchronize(self.device)
         self.stats["to_device_s"] += time.perf_counter() - t0
         return ts
 
@@ -234,13 +269,15 @@ class AttentionKernel(_Kernel):
     products and sums in any order in `accumulate` (default torch.float32; q·k, and P·V unless `pv_accumulate` names
     another dtype, as a kernel that accumulates P·V in fp16 must); exp_error_ulps: its exp's error in fp32 ulps (0 =
     correctly rounded, charged 1; PyTorch's CPU flash kernel: 20; CUDA fast-math exp2f: 64); flush_exp: e^x below
-    2^-125 may be flushed to 0. cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and
-    capacity rules are bitwise).
+    2^-125 may be flushed to 0; exp2_scale: the kernel folds the scale with log2 e and calls exp2 (FlashAttention,
+    PyTorch's CUDA SDPA backends), three more roundings of the scores, charged as a scale error of 4u + 4u² instead of
+    2u + 2u². kvconf.CUDA_FAST_MATH holds the three as kvconf states them for PyTorch's CUDA attention kernels.
+    cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and capacity rules are bitwise).
     """
 
     kind = "attention"
 
-    def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True,
+    def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True, exp2_scale=False,
                  cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors="",
                  accumulate="f32", pv_accumulate=None):
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
@@ -248,18 +285,22 @@ class AttentionKernel(_Kernel):
             raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
         self.exp_error_ulps = exp_error_ulps
         self.flush_exp = bool(flush_exp)
+        if not isinstance(exp2_scale, bool):
+            raise ValueError(f"exp2_scale={exp2_scale!r}: expected True or False")
+        self.exp2_scale = exp2_scale
         self.cache_invariant = bool(cache_invariant)
         self.accumulate = format_of(accumulate, "accumulate")
         self.pv_accumulate = self.accumulate if pv_accumulate is None else format_of(pv_accumulate, "pv_accumulate")
         self._core = _core.AttentionKernel(
             self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
             max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
-            self.accumulate, self.pv_accumulate)
+            self.accumulate, self.pv_accumulate, scale_rel_error(exp2_scale))
 
     def describe_bound(self) -> str:
         return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k in {_ACC[self.accumulate]} and PV in "
                 f"{_ACC[self.pv_accumulate]} in any order, scale error "
-                f"2u, exp error {max(self.exp_error_ulps, 1)} fp32 ulp"
+                + ("4u (scale folded with log2 e, exp2)" if self.exp2_scale else "2u")
+                + f", exp error {max(self.exp_error_ulps, 1)} fp32 ulp"
                 + (", e^x < 2^-125 may flush to 0" if self.flush_exp else "")
                 + (", P rounded to the input format before PV" if self.format != "f32" else "")
                 + f", one rounding to {self.format}")

@@ -4,7 +4,7 @@ own: |kernel − oracle.exact| <= bound, elementwise."""
 from __future__ import annotations
 
 from . import _core
-from ._kernel import _torch, format_of
+from ._kernel import _torch, format_of, scale_rel_error
 from .oracle import _doubles, _fmt
 
 
@@ -20,11 +20,12 @@ def gemm(x, w, format=None):
                         dtype=torch.float64).view(g.abs_sum.shape)
 
 
-def attention(q, k, v, call, format=None, *, exp_error_ulps=1, flush_exp=True):
-    """(n_q, n_heads, d_v) float64 bounds of a black-box attention kernel in `format` with that exp budget, for these
-    inputs (the same bound check_attention's oracle_bound rule uses)."""
+def attention(q, k, v, call, format=None, *, exp_error_ulps=1, flush_exp=True, exp2_scale=False):
+    """(n_q, n_heads, d_v) float64 bounds of a black-box attention kernel in `format` with that exp budget and scale
+    (exp2_scale: folded with log2 e, as AttentionKernel states it), for these inputs (the same bound
+    check_attention's oracle_bound rule uses)."""
     torch = _torch()
     rel = max(exp_error_ulps, 1) * 2.0**-23
     b = _core.bound_attention(_doubles("q", q), _doubles("k", k), _doubles("v", v), call, _fmt(format, q), rel,
-                              _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0)
+                              _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, scale_rel_error(exp2_scale))
     return torch.tensor(b, dtype=torch.float64).view(call.n_q, call.n_heads, call.d_v)

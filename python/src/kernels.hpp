@@ -21,8 +21,11 @@ struct KernelSpec {
   std::string mirrors;
 };
 
-// exp budget: relative (fp32 ulps · 2^-23) and absolute (a flush of e^x below 2^-125 to 0, or 0).
-kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error);
+// exp budget: relative (fp32 ulps · 2^-23) and absolute (a flush of e^x below 2^-125 to 0, or 0). scale_rel_error:
+// the relative error of the scale the kernel effectively applies; < 0 keeps the black-box pipeline's own (2u + 2u²),
+// kernels::kCudaScaleLog2RelError for a kernel that folds the scale with log2 e and calls exp2 (exp2_scale=True).
+kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
+                                          double scale_rel_error = -1.0);
 kernels::GemmKernel gemm_kernel(const KernelSpec& s);
 kernels::NormKernel norm_kernel(const KernelSpec& s, double rsqrt_rel_error);
 

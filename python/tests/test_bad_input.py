@@ -113,6 +113,28 @@ def test_a_broken_cuda_context_is_reported_on_every_later_case(monkeypatch):
         kvconf.check_attention(k, second)
 
 
+def test_a_cuda_error_in_kvconfs_own_copies_fails_the_case_and_later_ones(monkeypatch):
+    """After a device-side assert every CUDA call raises the same sticky error, kvconf's input copies included: the
+    case whose copy raised fails with 'CUDA error while copying ...', and later cases say the context is unusable since
+    that case (instead of a bare CUDA error that names no case). Simulated as above: a device that looks like CUDA."""
+    from kvconf import _kernel
+    monkeypatch.setattr(_kernel, "_broken_cuda", {})
+    k = kernel(sdpa_attention)
+    monkeypatch.setattr(k, "device", type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})())
+    monkeypatch.setattr(k, "_device_reason", lambda: None)
+
+    def sticky(flat, shape):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+    monkeypatch.setattr(k, "_to_device", sticky)
+    first, second = kvconf.attention_cases("quick")[:2]
+    with pytest.raises(kvconf.KernelError, match=f"on case {first.id}: CUDA error while copying the inputs to the "
+                                                 f"device: RuntimeError: CUDA error: device-side assert"):
+        kvconf.check_attention(k, first)
+    with pytest.raises(kvconf.KernelError, match=f"on case {second.id}: not run: the CUDA context on cuda:0 is "
+                                                 f"unusable since case {first.id} failed with: RuntimeError"):
+        kvconf.check_attention(k, second)
+
+
 def test_bad_trace_files_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="on='nope.on': no such trace file"):
         kvconf.check_traces("nope.on", "nope.off")

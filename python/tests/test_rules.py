@@ -153,3 +153,24 @@ def test_an_accumulator_narrower_than_the_inputs_is_refused():
         kvconf.GemmKernel(fp16_accumulating_linear, dtype=torch.float32, accumulate=torch.float16)
     with pytest.raises(ValueError, match=r"pv_accumulate=torch.int8: expected torch.float32"):
         kvconf.AttentionKernel(fp16_pv_attention, dtype=torch.float16, pv_accumulate=torch.int8)
+
+
+def test_exp2_scale_reaches_the_bound():
+    """exp2_scale (the scale folded with log2 e, as PyTorch's CUDA SDPA backends do; kvconf.CUDA_FAST_MATH) charges the
+    scale error 4u + 4u² instead of 2u + 2u²: every element's bound grows, none shrinks, and a check's headroom grows
+    with it. Whether the C++ TorchCuda/ suites give the same bound bit for bit is Python/cuda's parity test (GPU)."""
+    torch.manual_seed(4)
+    call = kvconf.oracle.call(n_q=2, n_kv=24, n_heads=2, n_kv_heads=2, d=64)
+    q, k, v = (torch.randn(n, 2, 64) for n in (2, 24, 24))
+    plain = kvconf.bounds.attention(q, k, v, call, exp_error_ulps=64)
+    folded = kvconf.bounds.attention(q, k, v, call, exp_error_ulps=64, exp2_scale=True)
+    assert bool((folded >= plain).all()) and bool((folded > plain).any())
+    case = kvconf.attention_cases("quick")[0]
+    headroom = {}
+    for props in ({"exp_error_ulps": 64}, kvconf.CUDA_FAST_MATH):
+        kernel = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, supports=no_softcap, **props)
+        headroom[kernel.exp2_scale] = kvconf.check_attention(kernel, case, rules=["oracle"]).rule("oracle_bound").headroom
+    assert "scale folded with log2 e" in kernel.describe_bound()
+    assert headroom[True] > headroom[False], headroom
+    with pytest.raises(ValueError, match=r"exp2_scale='yes': expected True or False"):
+        kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp2_scale="yes")

@@ -1,0 +1,64 @@
+"""The C++ conformance suites as a reference for the Python path: runs one of them (KVCONF_SUITES_DIR, set by CTest)
+with --gtest_output=xml and compares the error and bound it recorded (17 significant digits) with a Python Report's,
+bit for bit. Used by test_parity (Torch/, libtorch on the CPU) and test_cuda (TorchCuda/, PyTorch's CUDA kernels)."""
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+
+SUITES = os.environ.get("KVCONF_SUITES_DIR")
+
+
+def sanitize(s):
+    """A kernel name or case id as GoogleTest's parameter names spell it."""
+    return re.sub(r"[^A-Za-z0-9]", "_", s)
+
+
+class CxxResults:
+    """What the C++ suite recorded for one kernel and case: `values` maps "<rule>.error"/"<rule>.bound" to floats,
+    `known_findings` the rules a known finding (conformance/suites/known_findings.hpp) expects to fail."""
+
+    def __init__(self, values, known_findings, ran):
+        self.values = values
+        self.known_findings = known_findings
+        self.ran = ran  # GoogleTest cases that ran (0: the kernel declined the case, as its supports said)
+
+
+def run_suite(exe, test_filter, tmp_path):
+    xml = tmp_path / "out.xml"
+    subprocess.run([os.path.join(SUITES, exe), f"--gtest_filter={test_filter}-*Seeds*", f"--gtest_output=xml:{xml}"],
+                   check=True, capture_output=True, timeout=600)
+    values, known, ran = {}, set(), 0
+    for tc in ET.parse(xml).getroot().iter("testcase"):
+        if tc.get("result") == "skipped" or tc.find("skipped") is not None:
+            continue  # CapacityInvariant: only for kernels claiming cache_invariant, as in check_attention
+        ran += 1
+        for p in tc.iter("property"):
+            name = p.get("name")
+            if name.endswith(".known_finding"):
+                known.add(name[:-len(".known_finding")])
+            elif name.endswith((".error", ".bound")):
+                values[name] = float(p.get("value"))
+        values.update({k: float(v) for k, v in tc.attrib.items() if re.search(r"\.(error|bound)$", k)})
+    assert ran == 0 or values, f"{exe} {test_filter}: cases ran but recorded no error or bound"
+    return CxxResults(values, known, ran)
+
+
+def compare(report, cxx):
+    """Every error and bound the C++ suite recorded equals the Python result's, bit for bit; a rule passes in Python
+    exactly where it passed in C++ (a known finding's rule fails in both: C++ records it as expected); a case the
+    kernel declines is declined on both sides."""
+    if report.skipped:
+        assert cxx.ran == 0, f"Python skipped ({report.skipped}) where C++ ran {cxx.ran} case(s)"
+        return
+    assert cxx.ran, f"C++ declined a case Python ran: {report.message()}"
+    seen = 0
+    for r in report:
+        assert r.passed == (r.rule not in cxx.known_findings), f"{r} ({r.kernel} on {r.case_id}; {r.detail})"
+        for what in ("error", "bound"):
+            key = f"{r.rule}.{what}"
+            if key in cxx.values:
+                assert getattr(r, what) == cxx.values[key], f"{key}: python {getattr(r, what)!r} vs C++ {cxx.values[key]!r}"
+                seen += 1
+    assert seen == len(cxx.values) and seen >= 2, (seen, sorted(cxx.values))
+
