@@ -72,6 +72,9 @@ def main():
     cxx_name = f"torch.{'cuda.' if cuda else ''}attn.sdpa_{a.backend}.{a.dtype}"
     exe_prefix, suite = ("conformance_torch_cuda_", "TorchCuda") if cuda else ("conformance_torch_", "Torch")
     cases = [c for c in kvconf.attention_cases(a.set) if kernel._supports(c.call) is None]
+    if not cases:
+        sys.exit(f"attention_overhead.py: {cxx_name} on {a.device} takes no case of set {a.set}: "
+                 f"{kernel._supports(kvconf.attention_cases(a.set)[0].call)}")
     print(f"kvconf {kvconf.__version__}, torch {torch.__version__}, {cxx_name} vs python.{kernel.user_name}."
           f"{a.dtype} on {a.device}, {len(cases)} cases of set {a.set} (those the backend takes), median of "
           f"{a.repeat}")

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The prepared GPU run (docs/GPU.md "Running on a lent GPU"): on a machine with an NVIDIA GPU, configure and build the
+# nightly-gpu preset, then run stages in priority order under one time budget, writing a summary and logs to an
+# output folder. A lent GPU comes for minutes, so what has never run on a device goes first.
+#
+#   scripts/gpu_run.sh --prepare                       # here, with network: .gpu/ (Debian .debs, the shared data)
+#   scripts/gpu_run.sh --out DIR --budget S STAGE...   # there: stages in the order given
+#   scripts/gpu_run.sh --plan [--build-dir DIR]        # each stage's command; ctest stages must select tests
+#
+# Stages: build, new, fast, golden, pybench, decode, slow (all: every one, in that order). ctest runs each test
+# selection with JUnit to DIR/junit-<stage>.xml; DIR/summary.txt has one line per stage (rc, seconds, ctest's count).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build-nightly-gpu
+OUT=${OUT:-$ROOT/gpu-out}
+BUDGET=570     # seconds for everything this call runs (a device call may run 600)
+PLAN=0
+PREPARE=0
+STAGES=()
+ALL=(build new fast golden pybench decode slow)
+
+# Tests that are new or changed since the last GPU run recorded in docs/GPU.md (the third, tree 2d7db4a): the
+# scenario suites, batch invariance of every GPU kernel suite, torch CUDA (batch rules, the flash on/off fallback)
+# and the Python CUDA path. Update it when docs/GPU.md records a run.
+NEW_RE='^Cuda/ScenarioConformance|^Cuda/AttentionBatchInvariance|BatchInvariant|^TorchCuda/|^Python/cuda$'
+# The slow cases the third run did not finish, first among the slow ones.
+UNFINISHED_RE='^Cuda/Fp32Conformance.*(mistral_tiny__cuda_fp32__topp|gemma2_tiny).*__Slow|^Cuda/InvariantConformance.*__Slow'
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+while (($#)); do
+  case $1 in
+    --out) OUT=$2; shift 2 ;;
+    --budget) BUDGET=$2; shift 2 ;;
+    --build-dir) BUILD=$2; shift 2 ;;
+    --plan) PLAN=1; shift ;;
+    --prepare) PREPARE=1; shift ;;
+    all) STAGES+=("${ALL[@]}"); shift ;;
+    build|new|fast|golden|pybench|decode|slow) STAGES+=("$1"); shift ;;
+    -h|--help) usage ;;
+    *) echo "gpu_run.sh: unknown argument '$1' (expected a stage: ${ALL[*]} or all, or an option)" >&2; exit 2 ;;
+  esac
+done
+[[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu_run.sh: --budget '$BUDGET': expected whole seconds" >&2; exit 2; }
+
+# --prepare (here): what the device machine cannot fetch. The .debs are README's "Building where the Debian dev
+# packages cannot be installed" list; the shared data is the part the suites read (models, tokenizers, data).
+if ((PREPARE)); then
+  mkdir -p "$ROOT/.gpu/debs" "$ROOT/.gpu/shared"
+  (cd "$ROOT/.gpu/debs" && apt-get download libgtest-dev libmpfr-dev libmpfr6 libgmp-dev libgmp10 libgmpxx4ldbl \
+    libboost-dev libboost1.74-dev nlohmann-json3-dev libsentencepiece-dev libsentencepiece0 libcli11-dev libfmt-dev \
+    libfmt9 libbenchmark-dev libbenchmark1debian libdlpack-dev pkgconf-bin libpkgconf3) || exit 1
+  for d in models tokenizers data; do cp -r "$ROOT/../shared/$d" "$ROOT/.gpu/shared/"; done
+  du -sh "$ROOT/.gpu"
+  echo "carry .gpu; the tree and .gpu together must stay under the device tool's 64 MiB"
+  exit 0
+fi
+
+# Each stage: its command (ctest stages as a selection, so --plan can count them) and its own time limit.
+ctest_sel() {  # the ctest selection of a test stage
+  case $1 in
+    new) echo "-L ^gpu\$ -LE ^slow\$ -R $NEW_RE" ;;
+    fast) echo "-L ^gpu\$ -LE ^slow\$ -E $NEW_RE" ;;
+    slow-first) echo "-L ^gpu\$ -L ^slow\$ -R $UNFINISHED_RE" ;;
+    slow) echo "-L ^gpu\$ -L ^slow\$ -E $UNFINISHED_RE" ;;
+  esac
+}
+limit_of() {
+  case $1 in build) echo 300 ;; new) echo 240 ;; fast) echo 300 ;; golden) echo 60 ;; pybench) echo 90 ;;
+    decode) echo 240 ;; slow | slow-first) echo 600 ;; esac
+}
+
+if ((PLAN)); then
+  ((${#STAGES[@]})) || STAGES=("${ALL[@]}")
+  bad=0
+  for s in "${STAGES[@]}"; do
+    [[ $s == slow ]] && STAGES+=(slow-first)
+  done
+  for s in "${STAGES[@]}"; do
+    sel=$(ctest_sel "$s")
+    if [[ -n $sel ]]; then
+      # shellcheck disable=SC2086  # the selection is words
+      n=$(ctest --test-dir "$BUILD" -N $sel | sed -n 's/^Total Tests: //p')
+      echo "$s: ctest $sel -> ${n:-0} tests (limit $(limit_of "$s") s)"
+      [[ ${n:-0} -gt 0 ]] || { echo "gpu_run.sh: stage $s selects no test in $BUILD" >&2; bad=1; }
+    else
+      echo "$s: (limit $(limit_of "$s") s)"
+    fi
+  done
+  exit $bad
+fi
+
+((${#STAGES[@]})) || usage
+mkdir -p "$OUT"
+START=$SECONDS
+SUMMARY=$OUT/summary.txt
+left() { echo $((BUDGET - (SECONDS - START))); }
+note() { echo "$*" | tee -a "$SUMMARY"; }
+note "gpu_run.sh $(date -u +%FT%TZ) tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" \
+  diff --quiet 2>/dev/null || echo '+changes') budget ${BUDGET}s stages ${STAGES[*]}"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1); $(cmake --version | head -1)"
+  echo "python: $("${KVCONF_PYTHON:-python3}" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__)' 2>&1)"
+} | tee -a "$SUMMARY"
+
+# The prefix of carried .debs (README), once per machine, outside the tree.
+P=/tmp/kvconf-prefix
+if [[ -d $ROOT/.gpu/debs && ! -d $P ]]; then
+  mkdir -p "$P" && for d in "$ROOT"/.gpu/debs/*.deb; do dpkg -x "$d" "$P"; done
+fi
+if [[ -d $P ]]; then
+  export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$P
+fi
+export CUBLAS_WORKSPACE_CONFIG=:4096:8  # as the nightly-gpu test preset
+JOBS=$(nproc)
+
+run_stage() {  # name seconds command...: appends to $OUT/$LOG, notes rc, seconds and ctest's count line
+  local s=$1 t=$2; shift 2
+  local t0=$SECONDS rc before
+  before=0
+  [[ -f $OUT/$LOG ]] && before=$(wc -l <"$OUT/$LOG")
+  timeout -k 10 "$t" "$@" >>"$OUT/$LOG" 2>&1
+  rc=$?
+  local count
+  count=$(tail -n +"$((before + 1))" "$OUT/$LOG" | grep -E '^[0-9]+% tests passed' | tail -1)
+  note "$s: rc=$rc $((SECONDS - t0))s${count:+ ($count)}$( ((rc == 124)) && echo ' TIME LIMIT')"
+  # what needs reading: ctest's failures and known findings, a build's first errors
+  tail -n +"$((before + 1))" "$OUT/$LOG" | grep -E '\*\*\*|\(Failed\)|Not Run|known finding|error:' | head -30 |
+    sed 's/^/  /' | tee -a "$SUMMARY"
+}
+ctest_stage() {  # name seconds selection...: one ctest run, JUnit (passed output kept to 64 KiB) to junit-<name>.xml
+  local s=$1 t=$2; shift 2
+  LOG=tests.log
+  echo "=== $s: ctest $*" >>"$OUT/tests.log"
+  run_stage "$s" "$t" ctest --test-dir "$BUILD" "$@" -j "$JOBS" --timeout "$t" --output-on-failure \
+    --test-output-size-passed 65536 --output-junit "$OUT/junit-$s.xml"
+}
+stage_time() {  # the stage's own limit, cut to what is left of the budget
+  local t l
+  t=$(limit_of "$1") l=$(($(left) - 5))
+  echo $((t < l ? t : l))
+}
+
+for s in "${STAGES[@]}"; do
+  t=$(stage_time "$s")
+  if ((t < 20)); then note "$s: not started, $(left)s of the budget left"; continue; fi
+  case $s in
+    new | fast)
+      # shellcheck disable=SC2046  # the selection is words
+      ctest_stage "$s" "$t" $(ctest_sel "$s") ;;
+    slow)  # the cases the last run did not finish first, then the rest
+      # shellcheck disable=SC2046
+      ctest_stage slow-first "$t" $(ctest_sel slow-first)
+      t=$(stage_time slow)
+      # shellcheck disable=SC2046
+      ((t >= 20)) && ctest_stage slow "$t" $(ctest_sel slow) ;;
+    build)
+      LOG=build.log
+      archs=${KVCONF_CUDA_ARCHS:-90}  # the H100/H200's sm_90 only: half the device code of the preset's 80;90
+      extra=()
+      [[ -d $P ]] && extra+=("-DCMAKE_PREFIX_PATH=$P/usr")
+      [[ -x $P/usr/bin/pkgconf ]] && extra+=("-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf")
+      [[ -d $ROOT/.gpu/shared ]] && extra+=("-DKVCONF_SHARED_DIR=$ROOT/.gpu/shared")
+      (cd "$ROOT" && run_stage configure 120 cmake --preset nightly-gpu -B "$BUILD" "${extra[@]}" \
+        -DCMAKE_CUDA_ARCHITECTURES="$archs" -DKVCONF_PYTHON="${KVCONF_PYTHON:-python3}")
+      run_stage build "$(stage_time build)" cmake --build "$BUILD" -j "$JOBS"
+      for l in '^gpu$' '^slow$'; do note "  ctest -L $l selects $(ctest --test-dir "$BUILD" -N -L "$l" | tail -1)"; done ;;
+    golden)
+      LOG=bench.txt
+      run_stage golden "$t" "$BUILD/tools/kvconf" golden check --device h100 --part kernels ;;
+    pybench)
+      LOG=bench.txt
+      run_stage pybench "$t" env PYTHONPATH="$BUILD/python" "${KVCONF_PYTHON:-python3}" \
+        "$ROOT/bench/python/attention_overhead.py" --suites "$BUILD/conformance/suites" --device cuda:0 --repeat 3 ;;
+    decode)  # a random llama2-7b checkpoint cut to 8 layers (3.6 GB); cache-ON at prefix 2048, then the recompute
+      LOG=bench.txt
+      ckpt=/tmp/kvconf-llama2-7b-8layers
+      [[ -f $ckpt/config.json ]] || run_stage checkpoint "$t" "$BUILD/bench/kvconf_make_random_checkpoint" \
+        --arch llama2-7b --layers 8 --seed 1 --threads "$JOBS" --out "$ckpt"
+      for b in cache_on cache_off_recompute; do
+        t=$(stage_time decode)
+        ((t >= 20)) && run_stage "decode-$b" "$t" "$BUILD/bench/kvconf_bench_decode" --model="$ckpt" \
+          --profile=cuda-fp16 --prefix=2048 --benchmark_filter="decode/$b/" --benchmark_min_time=0.01
+      done ;;
+  esac
+done
+[[ -f $BUILD/pytest-xml/cuda.xml ]] && cp "$BUILD/pytest-xml/cuda.xml" "$OUT/pytest-cuda.xml"
+note "done in $((SECONDS - START))s"
