@@ -198,7 +198,7 @@ def main():
             fmt = 2 if n.endswith("f16") else 3 if n.endswith("bf16") else 1
             s = lambda b: struct.pack("<I", len(b)) + b
             acc = 2 if ".acc16." in n else 1  # the one kernel declaring an fp16 accumulator (ABI version 2)
-            # name, name_null, abi, kind in acc out cache_invariant deterministic pv_acc reserved, exp ulps, mirrors,
+            # name, name_null, abi, kind in acc out cache_invariant deterministic pv_acc flags, exp ulps, mirrors,
             # has_run, has_supports
             table += (s(n.encode()) + struct.pack("<II", 0, 2) + struct.pack("<8i", kind, fmt, acc, fmt, 1, 1, 0, 0) +
                       struct.pack("<I", 4) + s(b"example: " + n.encode()) + struct.pack("<II", 1, 0))

@@ -5,7 +5,7 @@
 #include "example_kernels.h"
 
 /* Positional: name, kind, in, acc, out, cache_invariant, deterministic, exp_error_ulps, mirrors, user, the six
- * functions, then (ABI version 2) pv_acc (0 = acc) and reserved. */
+ * functions, then (ABI version 2) pv_acc (0 = acc) and flags. */
 #define EX_KERNEL_ACC(NAME, KIND, IN, ACC, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS) \
   { NAME, KIND, IN, ACC, OUT, 0, 1, 0, MIRRORS, (void*)(VAR), GEMM, NULL, NORM, NULL, ATTN, ATTN_SUPPORTS, 0, 0 }
 #define EX_KERNEL(NAME, KIND, IN, OUT, VAR, GEMM, NORM, ATTN, ATTN_SUPPORTS, MIRRORS) \

@@ -14,7 +14,8 @@
  *
  * Version 2 (over 1): `acc` may be FP16 or BF16 (a kernel that accumulates in a narrower format declares it), and two
  * fields follow the function pointers: `pv_acc` (attention's P·V accumulator, when it differs from `acc`) and
- * `reserved`. A version-1 plugin's table is read as struct kvconf_kernel_desc_v1, with acc FP32 as before.
+ * `flags` (KVCONF_FLAG_EXP2_SCALE: an attention kernel's softmax in exp2 with the scale folded with log2 e; the field
+ * was named `reserved`, always 0, before that flag). A version-1 plugin's table is read as struct kvconf_kernel_desc_v1, with acc FP32 as before.
  */
 #ifndef KVCONF_PLUGIN_H_
 #define KVCONF_PLUGIN_H_
@@ -92,6 +93,13 @@ typedef int (*kvconf_attention_fn)(void* user, const DLTensor* q, const DLTensor
                                    DLTensor* out, const struct kvconf_attention_params* params, char* err,
                                    size_t err_size);
 
+/* What an attention kernel's arithmetic does beyond its formats (the descriptor's flags, version 2). */
+enum kvconf_kernel_flag {
+  KVCONF_FLAG_EXP2_SCALE = 1 /* attention: the scale folded with log2 e and exp2 called on the scores (FlashAttention's
+                                softmax, PyTorch's CUDA SDPA backends): three more roundings of the scores, charged as
+                                a scale error of 4u + 4u² instead of 2u + 2u² (docs/PLUGIN.md) */
+};
+
 /* One kernel. Exactly the function pointers of its kind are read; run is required, supports optional (NULL: every
  * call is supported). Strings are NUL-terminated and must stay valid while the library is loaded. */
 struct kvconf_kernel_desc {
@@ -117,7 +125,7 @@ struct kvconf_kernel_desc {
                        and the sum rescaled, with one rounding to it), at least as many significand bits as `in`;
                        0 = acc (the one field where 0 means something: a version-1 source rebuilt keeps its meaning).
                        0 for GEMM and norm kernels. */
-  int32_t reserved; /* 0 */
+  int32_t flags;    /* enum kvconf_kernel_flag bits; 0 = none (bits kvconf does not know are refused) */
 };
 
 /* Version 1's descriptor: version 2's without its last two fields (the layout a plugin returning 1 was built with). */

@@ -82,7 +82,11 @@ std::optional<std::string> bad_descriptor(const KernelEntry& e, std::size_t i, s
       return at + "field pv_acc = " + std::to_string(e.pv_acc) +
              ", expected a format with at least the significand bits of in = " + std::to_string(e.in);
   }
-  if (e.reserved != 0) return at + "field reserved = " + std::to_string(e.reserved) + ", expected 0";
+  if ((e.flags & ~KVCONF_FLAG_EXP2_SCALE) != 0)
+    return at + "field flags = " + std::to_string(e.flags) + ", expected 0 or KVCONF_FLAG_EXP2_SCALE (1)";
+  if (e.flags != 0 && e.kind != KVCONF_KIND_ATTENTION)
+    return at + "field flags = " + std::to_string(e.flags) +
+           ", expected 0 (KVCONF_FLAG_EXP2_SCALE describes attention kernels)";
   for (auto [v, field] : std::array<std::pair<std::int32_t, const char*>, 2>{
            {{e.cache_invariant, "cache_invariant"}, {e.deterministic, "deterministic"}}})
     if (v != 0 && v != 1) return at + "field " + field + " = " + std::to_string(v) + ", expected 0 or 1";
@@ -215,7 +219,7 @@ NormKernel norm_kernel(const Target& t, const KernelInfo& info) {
 }
 
 AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::uint32_t exp_ulps,
-                                 DeclaredAcc declared) {
+                                 DeclaredAcc declared, bool exp2_scale) {
   AttentionKernel k;
   k.info = info;
   auto req = [](const AttentionCall& c) {
@@ -245,9 +249,10 @@ AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::u
   };
   // 0 = correctly rounded: charged one ulp (an exp within half an ulp is within one).
   const double exp_rel = static_cast<double>(exp_ulps == 0 ? 1 : exp_ulps) * kFp32Ulp;
-  k.pipeline = [info, exp_rel, declared](const AttentionCall& c) {
+  k.pipeline = [info, exp_rel, declared, exp2_scale](const AttentionCall& c) {
     // A flush of e^x < 2^-125 to 0 is allowed (plugin.h), the budget PyTorch's exp_u20 needs.
     ref::AttentionPipeline p = black_box_attention_pipeline(info, c, exp_rel, kExpU20AbsError, declared);
+    if (exp2_scale) p.scale_rel_error = kCudaScaleLog2RelError;
     p.name = "plugin " + p.name;
     return p;
   };
@@ -335,7 +340,7 @@ void register_plugin_kernels(Registry& r, const std::filesystem::path& lib, cons
     else if (e.kind == KVCONF_KIND_NORM)
       staged.add(norm_kernel(t, info));
     else
-      staged.add(attention_kernel(t, info, e.exp_error_ulps, declared_of(e)));
+      staged.add(attention_kernel(t, info, e.exp_error_ulps, declared_of(e), (e.flags & KVCONF_FLAG_EXP2_SCALE) != 0));
   }
   for (const auto& k : staged.gemm()) r.add(k);
   for (const auto& k : staged.norm()) r.add(k);

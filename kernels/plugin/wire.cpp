@@ -46,7 +46,7 @@ std::string serialize(const std::vector<KernelEntry>& table) {
     put_str(s, e.name);
     put_u32(s, e.name_null);
     put_u32(s, e.abi);
-    for (std::int32_t v : {e.kind, e.in, e.acc, e.out, e.cache_invariant, e.deterministic, e.pv_acc, e.reserved})
+    for (std::int32_t v : {e.kind, e.in, e.acc, e.out, e.cache_invariant, e.deterministic, e.pv_acc, e.flags})
       put_u32(s, static_cast<std::uint32_t>(v));
     put_u32(s, e.exp_error_ulps);
     put_str(s, e.mirrors);
@@ -71,7 +71,7 @@ std::vector<KernelEntry> deserialize(const std::string& bytes) {
     e.name_null = r.u32() != 0;
     e.abi = r.u32();
     for (std::int32_t* v :
-         {&e.kind, &e.in, &e.acc, &e.out, &e.cache_invariant, &e.deterministic, &e.pv_acc, &e.reserved})
+         {&e.kind, &e.in, &e.acc, &e.out, &e.cache_invariant, &e.deterministic, &e.pv_acc, &e.flags})
       *v = static_cast<std::int32_t>(r.u32());
     e.exp_error_ulps = r.u32();
     e.mirrors = r.str();

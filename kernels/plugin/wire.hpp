@@ -57,7 +57,7 @@ struct KernelEntry {
   bool name_null = false;
   std::uint32_t abi = 0;  // the ABI version the plugin was read at (1 or 2)
   std::int32_t kind = 0, in = 0, acc = 0, out = 0, cache_invariant = 0, deterministic = 0;
-  std::int32_t pv_acc = 0, reserved = 0;  // version 2 (0 when read at version 1)
+  std::int32_t pv_acc = 0, flags = 0;  // version 2 (0 when read at version 1)
   std::uint32_t exp_error_ulps = 0;
   std::string mirrors;
   bool has_run = false, has_supports = false;

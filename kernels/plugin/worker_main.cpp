@@ -238,7 +238,7 @@ bool load(const char* path) {
     KernelEntry e;
     e.abi = v;
     e.pv_acc = k.pv_acc;
-    e.reserved = k.reserved;
+    e.flags = k.flags;
     e.name_null = k.name == nullptr;
     if (k.name) e.name.assign(k.name, strnlen(k.name, 1024));
     e.kind = k.kind;

@@ -1,5 +1,5 @@
 /* Test plugin built as a version-1 plugin: it returns ABI version 1 and its table is struct kvconf_kernel_desc_v1
- * (no pv_acc, no reserved). kvconf still reads it: "ok" (fp32 GEMM) registers and runs; with V1_FP16_ACC a second
+ * (no pv_acc, no flags). kvconf still reads it: "ok" (fp32 GEMM) registers and runs; with V1_FP16_ACC a second
  * descriptor declares acc = KVCONF_FP16, which version 1 cannot say, and kvconf refuses it naming the field. */
 #include <stddef.h>
 

@@ -1,7 +1,8 @@
 /* Test plugins with one bad kernel descriptor each, chosen by a compile definition (tests/plugin/CMakeLists.txt):
  * BAD_FORMAT (in = 7), EMPTY_NAME, DUPLICATE_NAME, NULL_RUN, and version 2's fields: NARROW_ACC (fp32 inputs summed
- * in fp16), GEMM_PV_ACC (a P·V accumulator on a GEMM), BAD_PV_ACC (pv_acc = 9), RESERVED (reserved = 1). kvconf
- * must refuse each naming the field. */
+ * in fp16), GEMM_PV_ACC (a P·V accumulator on a GEMM), BAD_PV_ACC (pv_acc = 9), BAD_FLAGS (flags = 2),
+ * FLAG_ON_GEMM (KVCONF_FLAG_EXP2_SCALE on a GEMM). kvconf must refuse each naming the field. EXP2_SCALE is a good
+ * one: two attention kernels, "attn" without flags and "attn_exp2" with KVCONF_FLAG_EXP2_SCALE. */
 #include "kvconf/plugin.h"
 
 static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, char* err, size_t err_size) {
@@ -9,8 +10,8 @@ static int gemm(void* user, const DLTensor* x, const DLTensor* w, DLTensor* y, c
   return 0;
 }
 
-#define DESC(NAME, KIND, IN, ACC, RUN, ATTN, PV_ACC, RESERVED) \
-  { NAME, KIND, IN, ACC, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, ATTN, NULL, PV_ACC, RESERVED }
+#define DESC(NAME, KIND, IN, ACC, RUN, ATTN, PV_ACC, FLAGS) \
+  { NAME, KIND, IN, ACC, KVCONF_FP32, 0, 1, 0, NULL, NULL, RUN, NULL, NULL, NULL, ATTN, NULL, PV_ACC, FLAGS }
 #define GEMM_DESC(NAME, IN, RUN) DESC(NAME, KVCONF_KIND_GEMM, IN, KVCONF_FP32, RUN, NULL, 0, 0)
 
 static int attention(void* user, const DLTensor* q, const DLTensor* k, const DLTensor* v, DLTensor* o,
@@ -35,8 +36,13 @@ static const struct kvconf_kernel_desc kernels[] = {
     DESC("gemm", KVCONF_KIND_GEMM, KVCONF_FP16, KVCONF_FP32, gemm, NULL, KVCONF_FP16, 0),
 #elif defined(BAD_PV_ACC)
     DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 9, 0),
-#elif defined(RESERVED)
-    DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 0, 1),
+#elif defined(BAD_FLAGS)
+    DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 0, 2),
+#elif defined(FLAG_ON_GEMM)
+    DESC("gemm", KVCONF_KIND_GEMM, KVCONF_FP16, KVCONF_FP32, gemm, NULL, 0, KVCONF_FLAG_EXP2_SCALE),
+#elif defined(EXP2_SCALE)
+    DESC("attn", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 0, 0),
+    DESC("attn_exp2", KVCONF_KIND_ATTENTION, KVCONF_FP16, KVCONF_FP32, NULL, attention, 0, KVCONF_FLAG_EXP2_SCALE),
 #endif
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "kvconf/kernels/black_box.hpp"
 #include "kvconf/kernels/plugin.hpp"
 
 namespace kvconf::kernels {
@@ -86,8 +87,31 @@ TEST(PluginLoad, RefusesBadVersionTwoFields) {
             std::string("plugin ") + KVCONF_TEST_BAD_PV_ACC +
                 ": kernel[1] 'attn': field pv_acc = 9, expected 0 (= acc), KVCONF_FP32 (1), KVCONF_FP16 (2) or "
                 "KVCONF_BF16 (3)");
-  EXPECT_EQ(refusal(KVCONF_TEST_RESERVED),
-            std::string("plugin ") + KVCONF_TEST_RESERVED + ": kernel[1] 'attn': field reserved = 1, expected 0");
+  EXPECT_EQ(refusal(KVCONF_TEST_BAD_FLAGS),
+            std::string("plugin ") + KVCONF_TEST_BAD_FLAGS +
+                ": kernel[1] 'attn': field flags = 2, expected 0 or KVCONF_FLAG_EXP2_SCALE (1)");
+  EXPECT_EQ(refusal(KVCONF_TEST_FLAG_ON_GEMM),
+            std::string("plugin ") + KVCONF_TEST_FLAG_ON_GEMM +
+                ": kernel[1] 'gemm': field flags = 1, expected 0 (KVCONF_FLAG_EXP2_SCALE describes attention kernels)");
+}
+
+// KVCONF_FLAG_EXP2_SCALE reaches the bound: the flagged kernel's pipeline charges the scale folded with log2 e
+// (black_box.hpp's kCudaScaleLog2RelError, as kvconf charges PyTorch's CUDA SDPA), the same kernel unflagged the
+// black-box pipeline's own 2u + 2u².
+TEST(PluginLoad, ExpTwoScaleFlagChargesTheFoldedScale) {
+  Registry r;
+  register_plugin_kernels(r, KVCONF_TEST_EXP2_SCALE);
+  const AttentionKernel* plain = r.find_attention("plugin.test_exp2_scale.attn");
+  const AttentionKernel* folded = r.find_attention("plugin.test_exp2_scale.attn_exp2");
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(folded, nullptr);
+  AttentionCall c;
+  c.shape = {1, 8, 2, 2, 64, 64};
+  c.params.scale = 0.125;
+  const double u = 0x1p-24;
+  EXPECT_EQ(plain->pipeline(c).scale_rel_error, 2 * u * (1 + u));
+  EXPECT_EQ(folded->pipeline(c).scale_rel_error, kCudaScaleLog2RelError);
+  EXPECT_GT(kCudaScaleLog2RelError, 2 * u * (1 + u));
 }
 
 TEST(PluginLoad, PrefixIsTheFileNameWithoutLibAndExtension) {
