@@ -2,6 +2,19 @@
 # KVCONF_ENABLE_CUDA=OFF the GPU libraries (kernels/cuda, kernels/cublas) build as stubs with the same API.
 include(CheckLanguage)
 
+# The outcome of looking for an optional part: KVCONF_<part>_STATUS is <found_status> when <reason> is empty, else
+# "<missing_status>: <reason>", and under KVCONF_REQUIRE_<part> (the ci preset) configuring stops with the reason.
+function(kvconf_optional_outcome part what reason found_status missing_status)
+  if(reason STREQUAL "")
+    set(KVCONF_${part}_STATUS "${found_status}" PARENT_SCOPE)
+    return()
+  endif()
+  set(KVCONF_${part}_STATUS "${missing_status}: ${reason}" PARENT_SCOPE)
+  if(KVCONF_REQUIRE_${part})
+    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_${part} is ON but ${what}: ${reason}")
+  endif()
+endfunction()
+
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS "/usr/local/cuda/bin/nvcc")
   set(CMAKE_CUDA_COMPILER "/usr/local/cuda/bin/nvcc" CACHE FILEPATH "CUDA compiler")
 endif()
@@ -70,15 +83,8 @@ else()
     endif()
   endif()
 endif()
-if(KVCONF_PYTHON_REASON)
-  set(KVCONF_PYTHON_STATUS "not built: ${KVCONF_PYTHON_REASON}")
-  if(KVCONF_REQUIRE_PYTHON)
-    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_PYTHON is ON but the Python package cannot be built: "
-                        "${KVCONF_PYTHON_REASON}")
-  endif()
-else()
-  set(KVCONF_PYTHON_STATUS "built (Python ${Python_VERSION}, nanobind ${nanobind_VERSION})")
-endif()
+kvconf_optional_outcome(PYTHON "the Python package cannot be built" "${KVCONF_PYTHON_REASON}"
+                        "built (Python ${Python_VERSION}, nanobind ${nanobind_VERSION})" "not built")
 
 option(KVCONF_REQUIRE_TORCH "Fail configuring when libtorch is not found (the ci preset sets it)" OFF)
 set(KVCONF_TORCH_REASON "")
@@ -108,13 +114,9 @@ endif()
 if(Torch_FOUND)
   execute_process(COMMAND "${KVCONF_PYTHON}" -c "import torch; print(torch.__version__)"
                   OUTPUT_VARIABLE KVCONF_TORCH_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE)
-  set(KVCONF_TORCH_STATUS "found (torch ${KVCONF_TORCH_VERSION}, ${Torch_DIR})")
-else()
-  set(KVCONF_TORCH_STATUS "not found: ${KVCONF_TORCH_REASON}")
-  if(KVCONF_REQUIRE_TORCH)
-    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_TORCH is ON but libtorch was not found: ${KVCONF_TORCH_REASON}")
-  endif()
 endif()
+kvconf_optional_outcome(TORCH "libtorch was not found" "${KVCONF_TORCH_REASON}"
+                        "found (torch ${KVCONF_TORCH_VERSION}, ${Torch_DIR})" "not found")
 
 
 # llama.cpp (docs/LLAMA_CPP.md): the llama.cpp that scripts/llama_cpp.sh builds from PyPI's llama-cpp-python sdist
@@ -143,12 +145,6 @@ if(llama_FOUND AND NOT EXISTS "${KVCONF_LLAMA_CPP_CONVERTER}")
   string(CONCAT KVCONF_LLAMA_CPP_REASON "no GGUF converter at KVCONF_LLAMA_CPP_CONVERTER=${KVCONF_LLAMA_CPP_CONVERTER} "
                 "(run scripts/llama_cpp.sh, which installs the pinned llama.cpp's, or set it)")
 endif()
-if(llama_FOUND)
-  set(KVCONF_LLAMA_CPP_STATUS "found (llama.cpp ${llama_VERSION}, ${llama_DIR})")
-else()
-  set(KVCONF_LLAMA_CPP_STATUS "not found: ${KVCONF_LLAMA_CPP_REASON}")
-  if(KVCONF_REQUIRE_LLAMA_CPP)
-    message(FATAL_ERROR "kvconf: KVCONF_REQUIRE_LLAMA_CPP is ON but llama.cpp was not found: ${KVCONF_LLAMA_CPP_REASON}")
-  endif()
-endif()
+kvconf_optional_outcome(LLAMA_CPP "llama.cpp was not found" "${KVCONF_LLAMA_CPP_REASON}"
+                        "found (llama.cpp ${llama_VERSION}, ${llama_DIR})" "not found")
 message(STATUS "kvconf: llama.cpp: ${KVCONF_LLAMA_CPP_STATUS}")
