@@ -5,7 +5,9 @@ time limit, a broken CUDA context). The rules themselves run in C++ (kvconf._cor
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import math
+import os
 import signal
 import threading
 import time
@@ -80,7 +82,10 @@ def _is_cuda_error(e: BaseException) -> bool:
 @contextlib.contextmanager
 def _time_limit(seconds, what):
     """Raises KernelTimeout in the main thread after `seconds` (SIGALRM); elsewhere, or without a limit, no limit.
-    A callable stuck inside one C call is interrupted when that call returns to Python."""
+    SIGALRM's handler runs only when the interpreter regains control, so a call stuck inside C (a CUDA kernel that
+    never finishes, waited for in torch.cuda.synchronize) is not interrupted by it. Such a call still running at twice
+    the limit ends the process with exit status 1: a line naming the kernel and case (from a thread, when the stuck
+    call has released the GIL, as torch's do) and faulthandler's traceback of every thread (from C, always)."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -88,11 +93,23 @@ def _time_limit(seconds, what):
     def expired(signum, frame):
         raise KernelTimeout(f"{what}: no result after {seconds:g} s (timeout_s={seconds:g})")
 
+    def last_word():
+        os.write(2, f"\nkvconf: {what}: still inside one call after {2 * seconds:g} s (timeout_s={seconds:g}), "
+                    f"where the timeout cannot interrupt it; ending the process\n".encode())
+
     old = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    # The last resort: faulthandler's watchdog is a C thread, which runs even when this one holds the GIL. It replaces
+    # a faulthandler timeout armed by someone else (pytest's faulthandler_timeout) for the length of the call.
+    faulthandler.dump_traceback_later(2 * seconds + 0.05, exit=True)
+    word = threading.Timer(2 * seconds, last_word)
+    word.daemon = True
+    word.start()
     try:
         yield
     finally:
+        word.cancel()
+        faulthandler.cancel_dump_traceback_later()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
 

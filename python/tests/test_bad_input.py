@@ -1,5 +1,6 @@
 """Bad input gets a Python exception naming the argument and what was expected; a kernel that misbehaves gets a
 KernelError naming the kernel, the case and what it did; nothing crashes, hangs or returns numbers silently."""
+import os
 import time
 
 import pytest
@@ -73,6 +74,42 @@ def test_a_hanging_callable_times_out():
     with pytest.raises(kvconf.KernelTimeout, match=r"no result after 0.5 s \(timeout_s=0.5\)"):
         kvconf.check_attention(kernel(hang, timeout_s=0.5), case())
     assert time.monotonic() - t0 < 30
+    time.sleep(1.2)  # past twice the limit: the last-resort watchdog was disarmed with the call (else no test after)
+
+
+STUCK = """
+import re, sys, torch, kvconf
+sys.path.insert(0, {examples!r})
+from sdpa_attention import sdpa_attention
+def stuck_in_c(q, kc, vc, call):
+    {body}
+    return sdpa_attention(q, kc, vc, call)
+case = kvconf.attention_cases("quick")[0]
+kvconf.check_attention(kvconf.AttentionKernel(stuck_in_c, dtype=torch.float16, name="stuck", timeout_s=0.3), case)
+print("returned")
+"""
+
+
+@pytest.mark.parametrize("body, gil", [
+    ("sum(range(10**10))", "held"),  # one C loop holding the GIL and checking no signal (13.6 s for 10**9 here)
+    ("torch.linalg.matrix_power(torch.rand(1024, 1024), 2**40)", "released"),  # one long ATen call, GIL released
+])
+def test_a_call_stuck_inside_c_ends_the_process_saying_where(body, gil):
+    """SIGALRM cannot interrupt a call that never returns to the interpreter (a hung CUDA kernel in synchronize): at
+    twice timeout_s the process ends with status 1 and faulthandler's traceback through the kernel, and, where the call
+    released the GIL, a line naming the kernel, the case and the limit."""
+    import subprocess
+    import sys
+    examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", STUCK.format(examples=os.path.abspath(examples), body=body)],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 1 and "returned" not in done.stdout, (done.returncode, done.stdout, done.stderr[-3000:])
+    assert time.monotonic() - t0 < 60
+    assert "Timeout (0:00:00.65" in done.stderr and 'line 6 in stuck_in_c' in done.stderr, done.stderr[-3000:]
+    named = (f"kvconf: kernel python.stuck.f16 on case {kvconf.attention_cases('quick')[0].id}: still inside one call "
+             f"after 0.6 s (timeout_s=0.3), where the timeout cannot interrupt it; ending the process")
+    assert (named in done.stderr) == (gil == "released"), done.stderr[-3000:]
 
 
 def test_cuda_without_a_device_skips_with_the_reason():
