@@ -44,16 +44,43 @@ def sdpa_attention(q, k_cache, v_cache, call):
     return o.transpose(1, 2).reshape(n_q, heads, -1).contiguous()  # (n_q, H, d_v), a new contiguous tensor
 
 
+def sdpa_batched_decode(batch):
+    """One decode step of several sequences in one padded SDPA launch, as an engine batches them (HF's left padding):
+    batch is a list of (q (1, H, d), k_cache, v_cache, call) with different n_kv; each cache's filled rows are
+    left-padded with zeros to the longest and the padding masked out. Returns each sequence's (1, H, d_v), in order."""
+    longest = max(call.n_kv for *_, call in batch)
+    heads, kv_heads = batch[0][0].shape[1], batch[0][3].n_kv_heads
+
+    def padded(c, n):  # (capacity, H_kv, dim) -> (longest, H_kv, dim): the filled rows at the end
+        return torch.nn.functional.pad(c[:n], (0, 0, 0, 0, longest - n, 0))
+
+    def heads_of(t):  # (B, longest, H_kv, dim) -> (B, H, longest, dim), GQA heads repeated
+        t = t.transpose(1, 2).contiguous()
+        rep = heads // kv_heads
+        return t if rep == 1 else t.unsqueeze(2).expand(-1, kv_heads, rep, -1, -1).reshape(len(batch), heads,
+                                                                                              longest, t.shape[-1])
+    q = torch.stack([q for q, *_ in batch]).transpose(1, 2)                                # (B, H, 1, d)
+    k = heads_of(torch.stack([padded(kc, call.n_kv) for _, kc, _, call in batch]))      # (B, H, longest, d)
+    v = heads_of(torch.stack([padded(vc, call.n_kv) for _, _, vc, call in batch]))      # (B, H, longest, d_v)
+    mask = torch.stack([torch.nn.functional.pad(visible(call, 1, call.n_kv), (longest - call.n_kv, 0))
+                        for *_, call in batch]).unsqueeze(1).to(q.device)               # (B, 1, 1, longest)
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=batch[0][3].scale)
+    return [o[b].transpose(0, 1).contiguous() for b in range(len(batch))]               # each (1, H, d_v)
+
+
 def no_softcap(call):
     """SDPA has no logit softcap: kvconf skips those cases with this reason."""
     return "scaled_dot_product_attention has no logit softcap" if call.softcap > 0 else None
 
 
-def forced(backend):
-    """sdpa_attention with SDPA's backend forced (torch.nn.attention.SDPBackend), as kvconf's C++ torch kernels do."""
-    def attention(q, k_cache, v_cache, call):
+def forced(backend, fn=None):
+    """fn (default sdpa_attention; also sdpa_batched_decode) with SDPA's backend forced (torch.nn.attention.SDPBackend),
+    as kvconf's C++ torch kernels do."""
+    fn = fn or sdpa_attention
+
+    def attention(*args):
         with sdpa_kernel([backend]):
-            return sdpa_attention(q, k_cache, v_cache, call)
+            return fn(*args)
     attention.__name__ = f"sdpa_{backend.name.lower()}"
     return attention
 

@@ -8,7 +8,7 @@ from ._kernel import AttentionKernel, GemmKernel, NormKernel
 from ._results import Report, Result
 
 SETS = ("quick", "default", "full")
-ATTENTION_RULES = ("oracle", "on_off", "chunked", "unused_slots", "capacity")
+ATTENTION_RULES = ("oracle", "on_off", "chunked", "unused_slots", "capacity", "batch")
 
 
 def _set(set_):
@@ -95,13 +95,17 @@ def _reproduce(fn, kernel, finder, case, seed):
 def check_attention(kernel, case, *, rules=None, seed=None):
     """Every attention rule of the suites on one case: oracle (oracle_bound, two_sided), on_off (decode vs the last
     prefill row), chunked (chunks of 1, 4, 16 rows vs one shot), unused_slots (NaN in rows [n_kv, capacity) never
-    reaches the output), capacity (kernels claiming cache_invariant). rules: a subset of those names. seed: one seed
+    reaches the output), capacity (kernels claiming cache_invariant), batch (kernels with a batch_fn: the last row
+    decoded alone vs inside batched launches of 4 and 64 sequences). rules: a subset of those names. seed: one seed
     for every rule (default: each rule's own, as the suites use; KVCONF_SEED overrides those)."""
     _expect(kernel, AttentionKernel, "check_attention")
     rules = list(rules) if rules is not None else []
     for r in rules:
         if r not in ATTENTION_RULES:
             raise ValueError(f"rules: unknown rule {r!r}, expected some of {', '.join(ATTENTION_RULES)}")
+    if "batch" in rules and kernel.batch_fn is None:
+        raise ValueError(f"rules: 'batch' needs a kernel with a batched launch (AttentionKernel(batch_fn=...)); "
+                         f"{kernel.name} has none")
     seed = _seed(seed)
     return _run(kernel, case, case.call, lambda: _core.check_attention(kernel._core, case, rules, seed),
                 _reproduce("check_attention", kernel, "attention_case", case, seed))

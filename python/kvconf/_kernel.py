@@ -210,7 +210,7 @@ class _Kernel:
         t = flat.view(*shape).to(device=self.device, dtype=self.dtype, copy=True)
         return t
 
-    def _invoke(self, args, kwargs):
+    def _invoke(self, args, kwargs, fn=None):
         torch = _torch()
         key = str(self.device)
         self._check_context()
@@ -219,7 +219,7 @@ class _Kernel:
         try:
             with _time_limit(self.timeout_s, what):
                 t0 = time.perf_counter()
-                out = self.fn(*args, **kwargs)
+                out = (fn or self.fn)(*args, **kwargs)
                 if cuda:
                     torch.cuda.synchronize(self.device)  # asynchronous CUDA errors surface here, in this case
                 self.stats["call_s"] += time.perf_counter() - t0
@@ -289,15 +289,25 @@ class AttentionKernel(_Kernel):
     2^-125 may be flushed to 0; exp2_scale: the kernel folds the scale with log2 e and calls exp2 (FlashAttention,
     PyTorch's CUDA SDPA backends), three more roundings of the scores, charged as a scale error of 4u + 4u² instead of
     2u + 2u². kvconf.CUDA_FAST_MATH holds the three as kvconf states them for PyTorch's CUDA attention kernels.
-    cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked and capacity rules are bitwise).
+    cache_invariant: claims decode equals prefill bitwise (then the on/off, chunked, capacity and batch rules are
+    bitwise).
+
+    batch_fn (optional): batch_fn(batch) -> [out, ...], one batched decode launch, as a serving engine launches a
+    decode step: batch is a list of (q, k_cache, v_cache, call) as fn takes them, one per sequence (n_q = 1, sequences
+    of different n_kv, call.batch = len(batch)); it returns their outputs in order. The "batch" rule compares a row
+    decoded alone (fn) with the same row inside launches of 4 and 64 sequences.
     """
 
     kind = "attention"
 
     def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True, exp2_scale=False,
                  cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors="",
-                 accumulate="f32", pv_accumulate=None):
+                 accumulate="f32", pv_accumulate=None, batch_fn=None):
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
+        if batch_fn is not None and not callable(batch_fn):
+            raise TypeError(f"batch_fn={batch_fn!r}: expected None or a callable taking a list of (q, k_cache, "
+                            f"v_cache, call)")
+        self.batch_fn = batch_fn
         if not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool) or not 0 <= exp_error_ulps <= 1 << 20:
             raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
         self.exp_error_ulps = exp_error_ulps
@@ -311,7 +321,8 @@ class AttentionKernel(_Kernel):
         self._core = _core.AttentionKernel(
             self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
             max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
-            self.accumulate, self.pv_accumulate, scale_rel_error(exp2_scale))
+            self.accumulate, self.pv_accumulate, scale_rel_error(exp2_scale),
+            _weak(self._run_batch) if batch_fn is not None else None)
 
     def describe_bound(self) -> str:
         return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k in {_ACC[self.accumulate]} and PV in "
@@ -331,6 +342,26 @@ class AttentionKernel(_Kernel):
                             ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
         out = self._invoke([t for _, t in ins] + [call], {})
         return self._result(out, (call.n_q, call.n_heads, call.d_v), ins, finite)
+
+    def _run_batch(self, items):
+        """[(call, q, k_cache, v_cache)] as kvconf's float32 views -> [float32 CPU output], through batch_fn."""
+        torch = _torch()
+        batch, inputs, finite = [], [], []
+        for call, q, k_cache, v_cache in items:
+            cap = call.capacity
+            finite.append(bool(torch.isfinite(k_cache).all()) and bool(torch.isfinite(v_cache).all()))
+            ins = self._inputs([("q", q, (call.n_q, call.n_heads, call.d)),
+                                ("k_cache", k_cache, (cap, call.n_kv_heads, call.d)),
+                                ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
+            inputs.append(ins)
+            batch.append(tuple(t for _, t in ins) + (call,))
+        outs = self._invoke([batch], {}, fn=self.batch_fn)
+        if not isinstance(outs, (list, tuple)) or len(outs) != len(items):
+            got = f"{type(outs).__name__} of {len(outs)}" if isinstance(outs, (list, tuple)) else type(outs).__name__
+            raise KernelError(f"{self._where()}: batch_fn returned {got}, expected a list of {len(items)} tensors, "
+                              f"one per sequence of the batch")
+        return [self._result(o, (call.n_q, call.n_heads, call.d_v), ins, fin)
+                for o, (call, *_), ins, fin in zip(outs, items, inputs, finite)]
 
 
 class GemmKernel(_Kernel):

@@ -77,6 +77,8 @@ void bind_cases(nb::module_& m) {
       .def_prop_ro("window", [](const AttentionCall& c) { return c.params.window; })
       .def_prop_ro("scale", [](const AttentionCall& c) { return c.params.scale; })
       .def_prop_ro("softcap", [](const AttentionCall& c) { return c.params.softcap; })
+      // sequences in the launch this call is part of (a batched decode step; 1: alone)
+      .def_prop_ro("batch", [](const AttentionCall& c) { return c.batch; })
       .def("__repr__", &call_repr);
   nb::class_<kernels::GemmShape>(m, "GemmShape")
       .def_ro("m", &kernels::GemmShape::m)

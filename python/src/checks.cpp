@@ -30,16 +30,17 @@ void add(CheckResults& all, CheckResults r) {
 }
 
 // rules: any of "oracle" (oracle_bound, two_sided), "on_off", "chunked", "unused_slots", "capacity" (run for kernels
-// claiming cache_invariant only, as in the suites); empty: all of them.
+// claiming cache_invariant only, as in the suites), "batch" (a decode row alone vs inside batched launches, for kernels
+// with a batched launch); empty: all of them.
 CheckResults check_attention(const kernels::AttentionKernel& k, const conformance::AttentionCase& c,
                              const std::vector<std::string>& rules, const std::optional<std::uint64_t>& seed) {
-  static const std::array<const char*, 5> known = {"oracle", "on_off", "chunked", "unused_slots", "capacity"};
+  static const std::array<const char*, 6> known = {"oracle", "on_off", "chunked", "unused_slots", "capacity", "batch"};
   for (const std::string& r : rules) {
     bool ok = false;
     for (const char* n : known) ok = ok || r == n;
     if (!ok)
       throw std::invalid_argument("rules: unknown rule '" + r +
-                                  "', expected 'oracle', 'on_off', 'chunked', 'unused_slots' or 'capacity'");
+                                  "', expected 'oracle', 'on_off', 'chunked', 'unused_slots', 'capacity' or 'batch'");
   }
   auto want = [&](const char* r) {
     if (rules.empty()) return true;
@@ -61,6 +62,8 @@ CheckResults check_attention(const kernels::AttentionKernel& k, const conformanc
     add(all, conformance::check_attention_unused_slots(k, c, seed_of(seed, "attention_unused_slots", id)));
   if (want("capacity") && k.info.cache_invariant)
     add(all, conformance::check_attention_capacity(k, c, seed_of(seed, "attention_capacity", id)));
+  if (want("batch") && k.run_batch)  // as the suites: a kernel without a batched launch has no batched path to check
+    add(all, conformance::check_attention_batch_invariance(k, c, seed_of(seed, "attention_batch", id)));
   return all;
 }
 

@@ -87,7 +87,7 @@ KernelSpec spec_of(const std::string& name, const std::string& format, nb::objec
 }  // namespace
 
 kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
-                                          double scale_rel_error) {
+                                          double scale_rel_error, nb::object batch_runner) {
   if (!(exp_rel_error >= 0) || !std::isfinite(exp_rel_error) || !(exp_abs_error >= 0) || !std::isfinite(exp_abs_error))
     throw std::invalid_argument("exp_error_ulps / flush: the exp budget must be finite and >= 0");
   if (!std::isfinite(scale_rel_error) || scale_rel_error >= 0x1p-10)
@@ -114,6 +114,17 @@ kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_er
   k.run = [s, name](const AttentionCall& c, std::span<const float> q, std::span<const float> kc,
                     std::span<const float> vc,
                     std::span<float> out) { take(name, s.runner(c, view(q), view(kc), view(vc)), out); };
+  if (batch_runner.is_valid() && !batch_runner.is_none())
+    k.run_batch = [batch_runner, name](std::span<const kernels::AttentionSeq> seqs) {
+      nb::list items;
+      for (const kernels::AttentionSeq& x : seqs)
+        items.append(nb::make_tuple(x.call, view(x.q), view(x.k_cache), view(x.v_cache)));
+      nb::object r = batch_runner(items);
+      if (!nb::isinstance<nb::list>(r) || nb::len(r) != seqs.size())
+        throw std::invalid_argument("kernel " + name + ": the batch runner returned something other than a list of " +
+                                    std::to_string(seqs.size()) + " outputs");
+      for (std::size_t i = 0; i < seqs.size(); ++i) take(name, r[i], seqs[i].out);
+    };
   return k;
 }
 
@@ -166,15 +177,18 @@ void bind_kernels(nb::module_& m) {
           "__init__",
           [](kernels::AttentionKernel* self, const std::string& name, const std::string& format, nb::object runner,
              nb::object supports, bool cache_invariant, bool deterministic, double exp_rel_error, double exp_abs_error,
-             const std::string& mirrors, const std::string& acc, const std::string& pv_acc, double scale_rel_error) {
+             const std::string& mirrors, const std::string& acc, const std::string& pv_acc, double scale_rel_error,
+             nb::object batch_runner) {
             new (self)
                 kernels::AttentionKernel(attention_kernel(spec_of(name, format, std::move(runner), std::move(supports),
                                                                   cache_invariant, deterministic, mirrors, acc, pv_acc),
-                                                          exp_rel_error, exp_abs_error, scale_rel_error));
+                                                          exp_rel_error, exp_abs_error, scale_rel_error,
+                                                          std::move(batch_runner)));
           },
           nb::arg("name"), nb::arg("format"), nb::arg("runner"), nb::arg("supports").none(), nb::arg("cache_invariant"),
           nb::arg("deterministic"), nb::arg("exp_rel_error"), nb::arg("exp_abs_error"), nb::arg("mirrors") = "",
-          nb::arg("acc") = "f32", nb::arg("pv_acc") = "", nb::arg("scale_rel_error") = -1.0)
+          nb::arg("acc") = "f32", nb::arg("pv_acc") = "", nb::arg("scale_rel_error") = -1.0,
+          nb::arg("batch_runner").none() = nb::none())
       .def_prop_ro("name", [](const kernels::AttentionKernel& k) { return k.info.name; })
       .def("supports", [](const kernels::AttentionKernel& k, const AttentionCall& c) { return k.supports(c); })
       .def("pipeline_name",

@@ -58,7 +58,8 @@ def compare(report, cxx):
         for what in ("error", "bound"):
             key = f"{r.rule}.{what}"
             if key in cxx.values:
-                assert getattr(r, what) == cxx.values[key], f"{key}: python {getattr(r, what)!r} vs C++ {cxx.values[key]!r}"
+                mine = getattr(r, what)
+                assert mine == cxx.values[key], f"{key}: python {mine!r} vs C++ {cxx.values[key]!r}"
                 seen += 1
     assert seen == len(cxx.values) and seen >= 2, (seen, sorted(cxx.values))
 

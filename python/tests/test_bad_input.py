@@ -157,7 +157,8 @@ def test_a_cuda_error_in_kvconfs_own_copies_fails_the_case_and_later_ones(monkey
     from kvconf import _kernel
     monkeypatch.setattr(_kernel, "_broken_cuda", {})
     k = kernel(sdpa_attention)
-    monkeypatch.setattr(k, "device", type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})())
+    cuda_like = type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})()
+    monkeypatch.setattr(k, "device", cuda_like)
     monkeypatch.setattr(k, "_device_reason", lambda: None)
 
     def sticky(flat, shape):

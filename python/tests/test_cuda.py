@@ -2,7 +2,8 @@
 SDPA backends, linear and HF RMSNorm called from Python on cuda:0 pass kvconf's quick cases, give the C++ TorchCuda/
 suites' error and bound bit for bit on the same cases and seeds (the known finding about the efficient backend in fp32
 included), show that their inputs were on the device, and record what kvconf's copies cost per case. A CUDA error in
-one case (a real device-side assert, in a child process) fails that case and names it in every later one."""
+one case (a real device-side assert, in a child process) fails that case and names it in every later one. The batch
+rule (sdpa_batched_decode, a left-padded decode step) is compared with AttentionBatchInvariance the same way."""
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from torch.nn.attention import SDPBackend
 import kvconf
 from cxx_suites import SUITES, compare, run_suite, sanitize
 from linear_and_rmsnorm import linear, rms_norm
-from sdpa_attention import forced, forced_supports
+from sdpa_attention import forced, forced_supports, sdpa_batched_decode
 
 # KVCONF_TEST_DEVICE=cpu runs this file's logic against the CPU Torch/ suites instead: a dry run of the test itself
 # on a machine without a GPU (the CUDA-only expectations and the device-side assert are left out).
@@ -63,11 +64,13 @@ def on_device(fn, seen):
     return wrapped
 
 
-def attention_kernel(backend, suffix, seen=None):
+def attention_kernel(backend, suffix, seen=None, batched=False):
     fn = forced(BACKENDS[backend])
     return kvconf.AttentionKernel(on_device(fn, seen) if seen is not None else fn, dtype=DTYPES[suffix],
                                   device=DEVICE, name=f"sdpa_{backend}",
-                                  supports=forced_supports(BACKENDS[backend], DTYPES[suffix], DEVICE), **PROPERTIES)
+                                  supports=forced_supports(BACKENDS[backend], DTYPES[suffix], DEVICE),
+                                  batch_fn=forced(BACKENDS[backend], sdpa_batched_decode) if batched else None,
+                                  **PROPERTIES)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -115,6 +118,10 @@ def test_attention_matches_the_torch_cuda_suites(backend, suffix, case_id, tmp_p
             run_suite(EXE + "attention_oracle_test", name, tmp_path))
     compare(kvconf.check_attention(k, case, rules=["on_off", "chunked", "unused_slots"]),
             run_suite(EXE + "attention_cache_test", name, tmp_path))
+    if backend in ("math", "efficient"):  # a padded batch needs a mask, which the flash backend does not take
+        compare(kvconf.check_attention(attention_kernel(backend, suffix, batched=True), case, rules=["batch"]),
+                run_suite(EXE + "attention_cache_test", name.replace("AttentionConformance", "AttentionBatchInvariance"),
+                          tmp_path))
 
 
 @pytest.mark.skipif(not SUITES, reason="KVCONF_SUITES_DIR (set by CTest) names the C++ suites' folder")

@@ -9,7 +9,7 @@ from torch.nn.attention import SDPBackend
 import kvconf
 from cxx_suites import SUITES, compare, run_suite, sanitize
 from linear_and_rmsnorm import linear, rms_norm
-from sdpa_attention import forced, no_softcap
+from sdpa_attention import forced, no_softcap, sdpa_batched_decode
 
 pytestmark = pytest.mark.skipif(not SUITES, reason="KVCONF_SUITES_DIR (set by CTest) names the C++ suites' folder")
 
@@ -32,6 +32,19 @@ def test_attention_matches_the_torch_suites(backend, cxx, dtype, case_id, tmp_pa
             run_suite("conformance_torch_attention_oracle_test", name, tmp_path))
     compare(kvconf.check_attention(k, case, rules=["on_off", "chunked", "unused_slots"]),
             run_suite("conformance_torch_attention_cache_test", name, tmp_path))
+
+
+@pytest.mark.parametrize("cxx, dtype", [("torch_attn_sdpa_math_f32", torch.float32),
+                                        ("torch_attn_sdpa_math_f16", torch.float16)])
+@pytest.mark.parametrize("case_id", ATTENTION_IDS)
+def test_batched_decode_matches_the_torch_suites(cxx, dtype, case_id, tmp_path):
+    """The batch rule with sdpa_batched_decode (left-padded, as the C++ kernels' sdpa_batch) against
+    Torch/AttentionBatchInvariance: the same error and bound for the row decoded alone vs inside 4 and 64 sequences."""
+    k = kvconf.AttentionKernel(forced(SDPBackend.MATH), dtype=dtype, exp_error_ulps=20, supports=no_softcap,
+                               batch_fn=forced(SDPBackend.MATH, sdpa_batched_decode))
+    compare(kvconf.check_attention(k, kvconf.attention_case(case_id), rules=["batch"]),
+            run_suite("conformance_torch_attention_cache_test",
+                      f"Torch/AttentionBatchInvariance.*/{cxx}__{sanitize(case_id)}", tmp_path))
 
 
 @pytest.mark.parametrize("dtype, suffix", [(torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")])

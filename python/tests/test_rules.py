@@ -9,7 +9,7 @@ import torch
 
 import kvconf
 from buggy_attention import buggy_attention, fixed_attention, scores_of
-from sdpa_attention import no_softcap, sdpa_attention
+from sdpa_attention import no_softcap, sdpa_attention, sdpa_batched_decode, visible
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
@@ -169,8 +169,68 @@ def test_exp2_scale_reaches_the_bound():
     headroom = {}
     for props in ({"exp_error_ulps": 64}, kvconf.CUDA_FAST_MATH):
         kernel = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, supports=no_softcap, **props)
-        headroom[kernel.exp2_scale] = kvconf.check_attention(kernel, case, rules=["oracle"]).rule("oracle_bound").headroom
+        report = kvconf.check_attention(kernel, case, rules=["oracle"])
+        headroom[kernel.exp2_scale] = report.rule("oracle_bound").headroom
     assert "scale folded with log2 e" in kernel.describe_bound()
     assert headroom[True] > headroom[False], headroom
     with pytest.raises(ValueError, match=r"exp2_scale='yes': expected True or False"):
         kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp2_scale="yes")
+
+
+def row_attention(q, k_cache, v_cache, call, sequential_sums=False):
+    """Attention one query row and head at a time over exactly the keys the row sees, in fp32: a row's arithmetic does
+    not depend on the call (decode equals prefill bitwise, cache_invariant). sequential_sums adds the softmax's
+    denominator one key after the other (cumsum) instead of torch's vectorised sum."""
+    n_q, heads, _ = q.shape
+    rep = heads // call.n_kv_heads
+    see = visible(call, n_q, call.n_kv)                                     # (n_q, n_kv), contiguous per row
+    out = torch.zeros(n_q, heads, v_cache.shape[-1])                        # (n_q, H, d_v)
+    for i in range(n_q):
+        keys = see[i].nonzero().flatten()
+        lo, hi = int(keys[0]), int(keys[-1]) + 1
+        for h in range(heads):
+            k, v = k_cache[lo:hi, h // rep].float(), v_cache[lo:hi, h // rep].float()  # (n, d), (n, d_v)
+            s = (k * q[i, h].float()).sum(-1) * call.scale                 # (n,)
+            p = torch.exp(s - s.max())
+            out[i, h] = (p[:, None] * v).sum(0) / (p.cumsum(0)[-1] if sequential_sums else p.sum())
+    return out.to(q.dtype)
+
+
+def test_batched_launches_are_checked_and_a_batch_dependent_order_is_caught():
+    """The batch rule (issue 24's batch scenario for a kernel): SDPA with a padded batched decode launch passes it
+    within the bounds; a row-at-a-time kernel claiming cache_invariant passes it bitwise when its batched launch
+    computes each row as alone, and fails it, and only it, when the launch sums the softmax one key after the other once
+    the batch holds 4 or more sequences (as a kernel choosing its reduction by batch size), on every quick case."""
+    sdpa = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp_error_ulps=20, supports=no_softcap,
+                                  batch_fn=sdpa_batched_decode)
+    honest = kvconf.AttentionKernel(row_attention, dtype=torch.float32, name="rows", cache_invariant=True,
+                                    supports=no_softcap, batch_fn=lambda b: [row_attention(*x) for x in b])
+    planted = kvconf.AttentionKernel(row_attention, dtype=torch.float32, name="rows_by_batch", cache_invariant=True,
+                                     supports=no_softcap,
+                                     batch_fn=lambda b: [row_attention(*x, sequential_sums=len(b) >= 4) for x in b])
+    caught = checked = 0
+    for case in kvconf.attention_cases("quick"):
+        if case.call.softcap > 0:
+            continue
+        report = kvconf.check_attention(sdpa, case, rules=["batch"])
+        assert [r.rule for r in report] == ["batch_bound"] and report.passed, report.message()
+        honest_report = kvconf.check_attention(honest, case)
+        assert "batch_bitwise" in [r.rule for r in honest_report], honest_report.message()
+        honest_report.assert_pass()
+        failed = [r.rule for r in kvconf.check_attention(planted, case) if not r.passed]
+        assert failed in ([], ["batch_bitwise"]), failed
+        caught += failed == ["batch_bitwise"]
+        checked += 1
+    assert caught == checked == 8, (caught, checked)  # in fp32 the denominator's last bit reaches the output
+
+
+def test_the_batch_rule_needs_a_batched_launch():
+    k = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16)
+    assert "batch_bound" not in [r.rule for r in kvconf.check_attention(k, kvconf.attention_cases("quick")[0])]
+    with pytest.raises(ValueError, match=r"rules: 'batch' needs a kernel with a batched launch"):
+        kvconf.check_attention(k, kvconf.attention_cases("quick")[0], rules=["batch"])
+    with pytest.raises(TypeError, match=r"batch_fn=3: expected None or a callable"):
+        kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, batch_fn=3)
+    bad = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, batch_fn=lambda b: [])
+    with pytest.raises(kvconf.KernelError, match=r"batch_fn returned list of 0, expected a list of 4 tensors"):
+        kvconf.check_attention(bad, kvconf.attention_cases("quick")[0], rules=["batch"])
