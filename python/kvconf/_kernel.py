@@ -192,6 +192,13 @@ class _Kernel:
             raise KernelError(f"{self._where()}: not run: the CUDA context on {key} is unusable since case {case} "
                               f"failed with: {msg}")
 
+    def _broke_context(self, e) -> bool:
+        """Whether `e` is a CUDA error on this kernel's device; if so the context is marked unusable from this case."""
+        if self.device.type != "cuda" or not _is_cuda_error(e):
+            return False
+        _broken_cuda[str(self.device)] = (self.case_id or "?", f"{type(e).__name__}: {e}")
+        return True
+
     @contextlib.contextmanager
     def _cuda_errors(self, doing):
         """A CUDA error while `doing` (kvconf's copies) marks the context unusable and fails this case with it."""
@@ -200,9 +207,8 @@ class _Kernel:
         except KernelError:
             raise
         except Exception as e:
-            if self.device.type != "cuda" or not _is_cuda_error(e):
+            if not self._broke_context(e):
                 raise
-            _broken_cuda[str(self.device)] = (self.case_id or "?", f"{type(e).__name__}: {e}")
             raise KernelError(f"{self._where()}: CUDA error while {doing}: {type(e).__name__}: {e}") from e
 
     def _to_device(self, flat, shape):
@@ -212,7 +218,6 @@ class _Kernel:
 
     def _invoke(self, args, kwargs, fn=None):
         torch = _torch()
-        key = str(self.device)
         self._check_context()
         what = self._where()
         cuda = self.device.type == "cuda"
@@ -226,8 +231,7 @@ class _Kernel:
         except KernelError:
             raise
         except Exception as e:
-            if cuda and _is_cuda_error(e):
-                _broken_cuda[key] = (self.case_id or "?", f"{type(e).__name__}: {e}")
+            self._broke_context(e)
             raise KernelError(f"{what}: the callable raised {type(e).__name__}: {e}") from e
         self.stats["calls"] += 1
         return out
