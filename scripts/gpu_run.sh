@@ -51,6 +51,8 @@ if ((PREPARE)); then
     libboost-dev libboost1.74-dev nlohmann-json3-dev libsentencepiece-dev libsentencepiece0 libcli11-dev libfmt-dev \
     libfmt9 libbenchmark-dev libbenchmark1debian libdlpack-dev pkgconf-bin libpkgconf3) || exit 1
   for d in models tokenizers data; do cp -r "$ROOT/../shared/$d" "$ROOT/.gpu/shared/"; done
+  # the device's copy of the tree has no .git: the commit it is, said here
+  git -C "$ROOT" describe --always --dirty >"$ROOT/.gpu/tree"
   du -sh "$ROOT/.gpu"
   echo "carry .gpu; the tree and .gpu together must stay under the device tool's 64 MiB"
   exit 0
@@ -96,8 +98,8 @@ START=$SECONDS
 SUMMARY=$OUT/summary.txt
 left() { echo $((BUDGET - (SECONDS - START))); }
 note() { echo "$*" | tee -a "$SUMMARY"; }
-note "gpu_run.sh $(date -u +%FT%TZ) tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" \
-  diff --quiet 2>/dev/null || echo '+changes') budget ${BUDGET}s stages ${STAGES[*]}"
+tree=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || cat "$ROOT/.gpu/tree" 2>/dev/null || echo unknown)
+note "gpu_run.sh $(date -u +%FT%TZ) tree $tree budget ${BUDGET}s stages ${STAGES[*]}"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "nvcc: $(nvcc --version 2>&1 | tail -1); $(cmake --version | head -1)"
