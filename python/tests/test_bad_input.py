@@ -173,6 +173,13 @@ def test_a_cuda_error_in_kvconfs_own_copies_fails_the_case_and_later_ones(monkey
         kvconf.check_attention(k, second)
 
 
+def test_bad_paged_layouts_are_refused():
+    with pytest.raises(ValueError, match=r"page_size=0: expected an int from 1 to 4096"):
+        kvconf.paged(sdpa_attention, page_size=0)
+    with pytest.raises(TypeError, match=r"fn=3: expected a callable fn\(q, k_pages, v_pages, block_table, call\)"):
+        kvconf.paged(3)
+
+
 def test_bad_trace_files_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="on='nope.on': no such trace file"):
         kvconf.check_traces("nope.on", "nope.off")
