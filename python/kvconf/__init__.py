@@ -16,14 +16,14 @@ from ._kernel import CUDA_FAST_MATH, AttentionKernel, GemmKernel, KernelError, K
 from ._results import CheckFailed, Report, Result
 from ._traces import TraceCheck, check_traces
 from . import bounds, oracle
-from .paged import paged
+from .paged import paged, paged_batch
 
 __version__ = _core.__version__
 
 __all__ = ["AttentionKernel", "GemmKernel", "NormKernel", "KernelError", "KernelTimeout", "CheckFailed", "Report",
            "Result", "TraceCheck", "attention_cases", "gemm_cases", "projection_cases", "norm_cases",
            "attention_case", "gemm_case", "projection_case", "norm_case", "check", "check_attention", "check_gemm",
-           "check_projection", "check_norm", "check_traces", "bounds", "oracle", "paged", "seed_for", "SETS",
+           "check_projection", "check_norm", "check_traces", "bounds", "oracle", "paged", "paged_batch", "seed_for", "SETS",
            "ATTENTION_RULES", "CUDA_FAST_MATH", "__version__"]
 
 

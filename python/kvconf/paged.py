@@ -9,6 +9,15 @@ NaN-from-finite-inputs check, name it).
 my_paged_attention(q, k_pages, v_pages, block_table, call) -> out: q (n_q, H, d); k_pages (n_pages, page_size, H_kv, d);
 v_pages (n_pages, page_size, H_kv, d_v); block_table (ceil(capacity / page_size),) int32, the physical page of each
 logical page (logical row r is row r % page_size of page block_table[r // page_size]); out (n_q, H, d_v).
+
+A batched decode step over one shared page pool, as vLLM's paged attention takes it (AttentionKernel's batch_fn):
+
+    kernel = kvconf.AttentionKernel(kvconf.paged(one, 16), batch_fn=kvconf.paged_batch(step, 16), ...)
+
+step(q, k_pages, v_pages, block_tables, seq_lens, calls) -> out: q (B, H, d), one decode row per sequence; the pages
+shared by all B sequences; block_tables (B, max_pages) int32, a sequence's unused entries pointing at a spare (NaN)
+page; seq_lens (B,) int32, each sequence's n_kv; calls the B AttentionCalls (q_offset, window, scale, ...);
+out (B, H, d_v).
 """
 
 from __future__ import annotations
@@ -29,42 +38,88 @@ def _cycle(n, g):
     return order
 
 
-def pages_of(k_cache, v_cache, page_size, seed=0):
-    """(k_pages, v_pages, block_table) for a contiguous cache (capacity, H_kv, dim): pages in a shuffled physical order
-    (one cycle, seeded by `seed` and the page count), NaN past capacity and in SPARE_PAGES spare pages."""
+def pool_of(caches, page_size, seed=0):
+    """One page pool for several contiguous caches [(k_cache, v_cache)], each (capacity_b, H_kv, dim): their pages in
+    a shuffled physical order (one cycle, seeded by `seed` and the page count), NaN past each capacity and in
+    SPARE_PAGES spare pages. Returns (k_pages, v_pages, block_tables): block_tables (B, max_pages) int32, a sequence's
+    entries past its own pages pointing at a spare page."""
     torch = _torch()
-    capacity = k_cache.shape[0]
-    logical = -(-capacity // page_size)
+    counts = [-(-k.shape[0] // page_size) for k, _ in caches]
+    logical = sum(counts)
     physical = logical + SPARE_PAGES
     g = torch.Generator().manual_seed(seed * 1_000_003 + physical)
-    block_table = torch.tensor(_cycle(physical, g)[:logical], dtype=torch.int32)  # logical page -> physical page
+    order = _cycle(physical, g)  # logical page i (over all sequences in turn) -> physical page order[i]
+    tables = torch.full((len(caches), max(counts)), order[logical], dtype=torch.int32)  # padding: a spare page
+    first = 0
+    for b, n in enumerate(counts):
+        tables[b, :n] = torch.tensor(order[first:first + n], dtype=torch.int32)
+        first += n
+    device = caches[0][0].device
 
-    def scatter(c):  # (capacity, H_kv, dim) -> (physical, page_size, H_kv, dim)
-        rows = torch.full((logical * page_size,) + tuple(c.shape[1:]), float("nan"), dtype=c.dtype, device=c.device)
-        rows[:capacity] = c
-        pages = torch.full((physical, page_size) + tuple(c.shape[1:]), float("nan"), dtype=c.dtype, device=c.device)
-        pages[block_table.long().to(c.device)] = rows.view(logical, page_size, *c.shape[1:])
+    def scatter(side):  # -> (physical, page_size, H_kv, dim)
+        c0 = caches[0][side]
+        pages = torch.full((physical, page_size) + tuple(c0.shape[1:]), float("nan"), dtype=c0.dtype, device=device)
+        for b, n in enumerate(counts):
+            c = caches[b][side]
+            rows = torch.full((n * page_size,) + tuple(c.shape[1:]), float("nan"), dtype=c.dtype, device=device)
+            rows[:c.shape[0]] = c
+            pages[tables[b, :n].long().to(device)] = rows.view(n, page_size, *c.shape[1:])
         return pages
-    return scatter(k_cache), scatter(v_cache), block_table.to(k_cache.device)
+    return scatter(0), scatter(1), tables.to(device)
+
+
+def pages_of(k_cache, v_cache, page_size, seed=0):
+    """(k_pages, v_pages, block_table) for one contiguous cache (capacity, H_kv, dim) (pool_of of one sequence)."""
+    k_pages, v_pages, tables = pool_of([(k_cache, v_cache)], page_size, seed)
+    return k_pages, v_pages, tables[0]
+
+
+def _nan_from_finite(out, rows, what):
+    """A ValueError naming a read outside the pages when `out` holds NaN although every row it may read is finite."""
+    torch = _torch()
+    if isinstance(out, torch.Tensor) and bool(torch.isnan(out).any()) and all(bool(torch.isfinite(r).all())
+                                                                               for r in rows):
+        raise ValueError(f"NaN in the output while the rows it may read are finite: it read a page its "
+                         f"{what} does not give it, or a row past n_kv (kvconf.paged fills spare pages and the rows "
+                         f"past the cache with NaN)")
+
+
+def _check(fn, page_size, form):
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 4096:
+        raise ValueError(f"page_size={page_size!r}: expected an int from 1 to 4096")
+    if not callable(fn):
+        raise TypeError(f"fn={fn!r}: expected a callable {form}")
 
 
 def paged(fn, page_size=16, seed=0):
     """An attention callable of AttentionKernel's form around fn(q, k_pages, v_pages, block_table, call)."""
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 4096:
-        raise ValueError(f"page_size={page_size!r}: expected an int from 1 to 4096")
-    if not callable(fn):
-        raise TypeError(f"fn={fn!r}: expected a callable fn(q, k_pages, v_pages, block_table, call)")
+    _check(fn, page_size, "fn(q, k_pages, v_pages, block_table, call)")
 
     def attention(q, k_cache, v_cache, call):
-        torch = _torch()
         k_pages, v_pages, block_table = pages_of(k_cache, v_cache, page_size, seed)
         out = fn(q, k_pages, v_pages, block_table, call)
-        n = call.n_kv
-        if (isinstance(out, torch.Tensor) and bool(torch.isnan(out).any()) and bool(torch.isfinite(q).all())
-                and bool(torch.isfinite(k_cache[:n]).all()) and bool(torch.isfinite(v_cache[:n]).all())):
-            raise ValueError(f"NaN in the output while the rows 0 .. {n - 1} it may read are finite: it read a page "
-                             f"its block_table does not give it, or a row past n_kv = {n} (kvconf.paged fills spare "
-                             f"pages and the rows past the cache with NaN)")
+        _nan_from_finite(out, [q, k_cache[:call.n_kv], v_cache[:call.n_kv]], "block_table")
         return out
     attention.__name__ = f"paged{page_size}_{getattr(fn, '__name__', 'kernel')}"
     return attention
+
+
+def paged_batch(fn, page_size=16, seed=0):
+    """A batch_fn of AttentionKernel's form around fn(q, k_pages, v_pages, block_tables, seq_lens, calls): the
+    sequences' caches in one shared pool, their decode rows stacked."""
+    _check(fn, page_size, "fn(q, k_pages, v_pages, block_tables, seq_lens, calls)")
+
+    def step(batch):
+        torch = _torch()
+        k_pages, v_pages, tables = pool_of([(kc, vc) for _, kc, vc, _ in batch], page_size, seed)
+        calls = [call for *_, call in batch]
+        q = torch.cat([q for q, *_ in batch])                                        # (B, H, d)
+        seq_lens = torch.tensor([c.n_kv for c in calls], dtype=torch.int32, device=q.device)
+        out = fn(q, k_pages, v_pages, tables, seq_lens, calls)
+        _nan_from_finite(out, [q] + [t[:c.n_kv] for (_, kc, vc, c) in batch for t in (kc, vc)], "block_tables row")
+        if not isinstance(out, torch.Tensor) or tuple(out.shape[:1]) != (len(batch),):
+            raise ValueError(f"expected a tensor (B = {len(batch)}, H, d_v), got "
+                             f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        return [out[b:b + 1].clone() for b in range(len(batch))]                      # each (1, H, d_v)
+    step.__name__ = f"paged{page_size}_{getattr(fn, '__name__', 'kernel')}"
+    return step
