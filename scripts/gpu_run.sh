@@ -167,6 +167,8 @@ for s in "${STAGES[@]}"; do
       [[ -d $ROOT/.gpu/shared ]] && extra+=("-DKVCONF_SHARED_DIR=$ROOT/.gpu/shared")
       (cd "$ROOT" && run_stage configure 120 cmake --preset nightly-gpu -B "$BUILD" "${extra[@]}" \
         -DCMAKE_CUDA_ARCHITECTURES="$archs" -DKVCONF_PYTHON="${KVCONF_PYTHON:-python3}")
+      # what was found: without libtorch there are no TorchCuda/ tests, without the Python package no Python/cuda
+      grep -E '^-- +(CUDA|libtorch|Python package|shared data) +:' "$OUT/build.log" | tail -4 | tee -a "$SUMMARY"
       # -k: a target that fails to build (say, the Python module against the image's nanobind) stops only its tests
       run_stage build "$(stage_time build)" cmake --build "$BUILD" -j "$JOBS" -- -k
       for l in '^gpu$' '^slow$'; do note "  ctest -L $l selects $(ctest --test-dir "$BUILD" -N -L "$l" | tail -1)"; done ;;
