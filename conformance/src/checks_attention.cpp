@@ -432,8 +432,11 @@ struct BatchLaunch {
   std::size_t min_kv = 0, max_kv = 0;
 };
 
-BatchLaunch batch_launch(const AttentionKernel& kern, const AttentionCall& alone, Data data, std::size_t size,
-                         std::uint64_t seed) {
+// The launches' sizes: a small step and a large one.
+constexpr std::array<std::size_t, 2> kBatchSizes = {4, 64};
+
+// The calls of a batched step (no data yet): the target's and size − 1 others.
+BatchLaunch batch_calls(const AttentionCall& alone, std::size_t size) {
   BatchLaunch b;
   b.target = size / 2;
   const std::size_t n_kv = alone.shape.n_kv;
@@ -441,27 +444,48 @@ BatchLaunch batch_launch(const AttentionKernel& kern, const AttentionCall& alone
   for (std::size_t i = 0, j = 0; i < size; ++i) {
     AttentionCall c = alone;
     c.batch = size;
-    if (i == b.target) {
-      b.calls.push_back(c);
-      b.others.emplace_back();
-      continue;
+    if (i != b.target) {
+      c.shape.n_kv = 1 + (n_kv * (j + 2) / 3 + 7 * j) % (2 * n_kv);  // shorter and longer than the target's
+      c.params.q_offset = alone.params.causal ? static_cast<std::int64_t>(c.shape.n_kv) - 1 : 0;
+      c.capacity = 0;
+      b.min_kv = std::min(b.min_kv, c.shape.n_kv);
+      b.max_kv = std::max(b.max_kv, c.shape.n_kv);
+      ++j;
     }
-    c.shape.n_kv = 1 + (n_kv * (j + 2) / 3 + 7 * j) % (2 * n_kv);  // shorter and longer than the target's
-    c.params.q_offset = alone.params.causal ? static_cast<std::int64_t>(c.shape.n_kv) - 1 : 0;
-    c.capacity = 0;
-    b.min_kv = std::min(b.min_kv, c.shape.n_kv);
-    b.max_kv = std::max(b.max_kv, c.shape.n_kv);
     b.calls.push_back(c);
-    b.others.push_back(make_problem(kern.info.in, c, data, detail::sub_seed(seed, "batch_seq") + j++));
   }
+  return b;
+}
+
+BatchLaunch batch_launch(const AttentionKernel& kern, const AttentionCall& alone, Data data, std::size_t size,
+                         std::uint64_t seed) {
+  BatchLaunch b = batch_calls(alone, size);
+  for (std::size_t i = 0, j = 0; i < size; ++i)
+    if (i == b.target)
+      b.others.emplace_back();
+    else
+      b.others.push_back(make_problem(kern.info.in, b.calls[i], data, detail::sub_seed(seed, "batch_seq") + j++));
   return b;
 }
 
 std::optional<std::string> attention_batch_unchecked(const AttentionKernel& kern, const AttentionCase& c) {
   const AttentionCall alone = sub_call(c.call, c.call.shape.n_q - 1, c.call.shape.n_q);
   if (auto why = kern.supports(alone)) return why;
-  if (kern.run_batch) return std::nullopt;
-  for (std::size_t size : {4, 64}) {
+  if (kern.run_batch) {
+    // A launch the kernel declines (SDPA's flash backend takes no padded batch's mask) is not run, as a call it
+    // declines is not: the check would report it unsupported.
+    for (std::size_t size : kBatchSizes) {
+      const std::vector<AttentionCall> calls = batch_calls(alone, size).calls;
+      for (const AttentionCall& call : calls)
+        if (auto why = kern.supports(call))
+          return "a sequence of its batched launch of " + std::to_string(size) + ": " + *why;
+      if (kern.supports_batch)
+        if (auto why = kern.supports_batch(calls))
+          return "its batched launch of " + std::to_string(size) + " sequences: " + *why;
+    }
+    return std::nullopt;
+  }
+  for (std::size_t size : kBatchSizes) {
     AttentionCall in_batch = alone;
     in_batch.batch = size;
     if (kern.pipeline(in_batch).name != kern.pipeline(alone).name) return std::nullopt;
@@ -480,7 +504,7 @@ CheckResults check_attention_batch_invariance(const AttentionKernel& kern, const
   const std::size_t r0 = s.n_q - 1;
   // The last row decoded alone, and the same row inside batched decode launches of 4 and 64 sequences.
   const AttentionCall alone = sub_call(c.call, r0, s.n_q);
-  const std::vector<std::size_t> sizes = {4, 64};
+  const std::vector<std::size_t> sizes(kBatchSizes.begin(), kBatchSizes.end());
   if (auto why = attention_batch_unchecked(kern, c)) return {detail::unsupported_result(base, *why, seed)};
   const Problem p = make_problem(kern.info.in, c.call, c.data, seed);
   std::vector<BatchLaunch> launches;

@@ -365,6 +365,14 @@ TEST(MutantBatchInvariance, PaddedBatchLeakingPaddingIsCaught) {
   };
   const AttentionKernel honest = with_batch(false), leaky = with_batch(true);
   EXPECT_FALSE(attention_batch_unchecked(honest, c).has_value());
+  // A batched launch the kernel declines (as SDPA's CUDA flash backend declines the padded batch's mask) is skipped
+  // with its reason, not reported as a failure of the rule.
+  AttentionKernel declining = honest;
+  declining.supports_batch = [](std::span<const kernels::AttentionCall> calls) -> kernels::Reason {
+    return "no mask for " + std::to_string(calls.size()) + " sequences";
+  };
+  EXPECT_EQ(attention_batch_unchecked(declining, c).value_or("checked"),
+            "its batched launch of 4 sequences: no mask for 4 sequences");
   const CheckResults ok = check_attention_batch_invariance(honest, c, 1);
   EXPECT_EQ(ok[0].rule, "batch_bitwise");
   EXPECT_TRUE(all_pass(ok)) << describe(ok);

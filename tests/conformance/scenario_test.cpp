@@ -200,7 +200,9 @@ TEST(BatchForward, AloneEqualsPlainAndBatchesChangeOnlyMDependentKernels) {
     EXPECT_EQ(engine::Context::forward_batch(solo, feed1).front(), z_plain) << profile;
     const std::vector<float> z3 = engine::Context::forward_batch(three, feed3).front();
     EXPECT_EQ(a.trace().batch_rows, s.prompt.size() + 25);
-    if (p.cache_invariant) EXPECT_EQ(z3, z_plain) << profile << ": the batch changed the prefill's logits";
+    if (p.cache_invariant) {
+      EXPECT_EQ(z3, z_plain) << profile << ": the batch changed the prefill's logits";
+    }
     z_plain = plain.decode(7);
     feed1 = {{7}};
     feed3 = {{7}, {3}, {5}};
@@ -242,14 +244,17 @@ TEST(CachedKv, NarrowCacheIsCaughtWhereLogitsMayNotSeeIt) {
     EXPECT_FALSE(failed(rg, "cached_kv")) << p.name << "\n" << describe(rg);
     const std::string gated = "the " + std::to_string(s.prompt.size());
     for (const CheckResult& x : rg)
-      if (x.rule == "cached_kv" && !p.cache_invariant)
+      if (x.rule == "cached_kv" && !p.cache_invariant) {
         EXPECT_NE(x.detail.find(gated), std::string::npos) << p.name << ": the prompt rows are not gated: " << x.detail;
+      }
     engine::Context narrow(m, k, engine::with_fault(engine::Fault::cache_narrow_format));
     const CheckResults rn = check_scenario(narrow, ref, s.prompt, Scenario::cache, s.so, s.o, 1);
     std::printf("%-15s narrow cache: %s", p.name.c_str(), describe(rn).c_str());
     ASSERT_TRUE(failed(rn, "cached_kv")) << p.name << "\n" << describe(rn);
     for (const CheckResult& x : rn)
-      if (x.rule == "cached_kv") EXPECT_NE(x.detail.find("layer 0 row"), std::string::npos) << x.detail;
+      if (x.rule == "cached_kv") {
+        EXPECT_NE(x.detail.find("layer 0 row"), std::string::npos) << x.detail;
+      }
   }
 }
 

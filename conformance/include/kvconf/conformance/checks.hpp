@@ -64,8 +64,9 @@ CheckResults check_attention_capacity(const kernels::AttentionKernel& k, const A
 CheckResults check_attention_batch_invariance(const kernels::AttentionKernel& k, const AttentionCase& c,
                                               std::uint64_t seed);
 // Why the batch check has nothing to run for this kernel and case (the suites skip with it), or nullopt: the decode
-// call is unsupported, or the kernel launches one sequence per call (no run_batch) with a plan that does not read
-// the batch size, so that no batch can change its arithmetic.
+// call is unsupported, the kernel declines a launch the check makes (a sequence of it, or, through supports_batch,
+// the launch itself), or it launches one sequence per call (no run_batch) with a plan that does not read the batch
+// size, so that no batch can change its arithmetic.
 std::optional<std::string> attention_batch_unchecked(const kernels::AttentionKernel& k, const AttentionCase& c);
 
 // Measured cache-ON vs cache-OFF difference (OnOffDiff), no bound (the table in docs/KERNELS.md): the same runs as
