@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <variant>
 
 #include "checks_common.hpp"
 #include "kvconf/analysis/metrics.hpp"
@@ -126,10 +127,28 @@ std::vector<std::size_t> kv_row_calls(const std::vector<CallRecord>& calls, std:
   return m;
 }
 
+namespace {
+// Whether equal path names for two row counts mean the same arithmetic: a path is numerics::dot's exact order for
+// kvconf's own kernels, but a model of an undisclosed order for cuBLAS's (which may change with M: a GEMV for M = 1,
+// split-K) and any order for a black box (libtorch, a plugin, Python): their names do not change with M whatever the
+// library does.
+bool names_the_arithmetic(const std::string& backend, const Order& order) {
+  return backend != "cublas" && !std::holds_alternative<AnyOrder>(order);
+}
+}  // namespace
+
 std::vector<int> kv_gate(const std::vector<CallRecord>& a, const std::vector<CallRecord>& b, std::size_t rows,
                          const kernels::NormKernel* norm, const kernels::GemmKernel* g, std::size_t kv_dim,
                          std::size_t hidden) {
   const auto ca = computing_calls(a, rows), cb = computing_calls(b, rows);
+  // Same path for both row counts, and paths that say what the kernel computes.
+  const auto same_paths = [&](std::size_t ma, std::size_t mb) {
+    if (!norm || !g) return false;
+    const kernels::NormPath na = norm->path({ma, hidden}), nb = norm->path({mb, hidden});
+    const kernels::GemmPath ga = g->path({ma, kv_dim, hidden}), gb = g->path({mb, kv_dim, hidden});
+    return na.name == nb.name && ga.name == gb.name && names_the_arithmetic(norm->info.backend, na.order) &&
+           names_the_arithmetic(g->info.backend, ga.order);
+  };
   std::vector<int> gate(rows, 0);
   for (std::size_t p = 0; p < rows; ++p) {
     if (!ca[p] || !cb[p]) continue;
@@ -137,8 +156,7 @@ std::vector<int> kv_gate(const std::vector<CallRecord>& a, const std::vector<Cal
     const std::size_t ma = x.batch_rows(), mb = y.batch_rows();
     if (x.fed == y.fed && x.cached == 0 && y.cached == 0 && ma == mb)
       gate[p] = 2;
-    else if (ma == mb || (norm && g && norm->path({ma, hidden}).name == norm->path({mb, hidden}).name &&
-                          g->path({ma, kv_dim, hidden}).name == g->path({mb, kv_dim, hidden}).name))
+    else if (ma == mb || same_paths(ma, mb))
       gate[p] = 1;
   }
   return gate;

@@ -158,8 +158,24 @@ Reason flash2_reason(const AttentionCall& c);
 // The pipeline fields every fp32-softmax kernel of format f shares (formats, exp/tanh errors).
 ref::AttentionPipeline base_pipeline(Format f);
 
-// FA2's split count for split-KV decode (flash_api.cpp num_splits_heuristic, notes/kernels.md §2.2): shared by the CPU
-// A2 emulation and the CUDA split-KV kernel, so both plan the same splits (attention_splitkv.cpp).
+// FA2's split count for split-KV decode (flash_api.cpp num_splits_heuristic, notes/kernels.md §2.2).
 int num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits);
+
+// FA2's split-KV decode plan, shared by the CPU A2 emulation and the CUDA split-KV kernel so that both plan the same
+// splits for every call, inside a batch too (attention_splitkv.cpp): block_n = fa2_split_bn(d); n_blocks =
+// ceil(capacity / block_n) (flash_attn_with_kvcache passes the cache capacity as seqlen_k); S from the heuristic with
+// 2 × kFa2SMs and batch · heads · m_blocks work items (GQA "ngroups swapped" when h > h_kv, no window and d % 8 == 0:
+// h_kv heads of ceil(group / 64) row blocks); each split is ceil(n_blocks / S) blocks, split s covering keys
+// [s·keys_per_split, (s+1)·keys_per_split). The SM count is fixed (H100 SXM) rather than read from a device, so plans,
+// pipelines and results do not depend on the machine; on an A100 (108 SMs) real FA2 may pick another S.
+inline constexpr int kFa2SMs = 132;
+struct SplitKvPlan {
+  std::size_t bn = 128;              // the split kernel's block_n
+  std::size_t n_blocks = 1;          // ceil(capacity / bn)
+  std::size_t splits = 1;            // S
+  std::size_t blocks_per_split = 1;  // ceil(n_blocks / S)
+  std::size_t keys_per_split() const { return blocks_per_split * bn; }
+};
+SplitKvPlan fa2_splitkv_plan(const AttentionCall& c);
 
 }  // namespace kvconf::kernels::cpu::attn

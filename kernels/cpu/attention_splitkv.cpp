@@ -19,36 +19,7 @@
 namespace kvconf::kernels::cpu::attn {
 namespace {
 
-constexpr int kEmulatedSMs = 132;  // H100 SXM
-
-struct SplitPlan {
-  std::size_t bn = 128;              // split kernel's block_n
-  std::size_t n_blocks = 1;          // ceil(capacity / bn)
-  std::size_t splits = 1;            // S
-  std::size_t blocks_per_split = 1;  // ceil(n_blocks / S)
-  std::size_t keys_per_split() const { return blocks_per_split * bn; }
-};
-
-SplitPlan plan(const AttentionCall& c) {
-  const ref::AttentionShape& s = c.shape;
-  SplitPlan p;
-  p.bn = fa2_split_bn(s.d);
-  p.n_blocks = std::max<std::size_t>(1, (c.cap() + p.bn - 1) / p.bn);
-  // seqlen_q == 1 with GQA packs the q heads of one KV head into the rows of one tile ("ngroups swapped",
-  // flash_api.cpp L431/L1319) when there is no window and the head dim is a multiple of 8.
-  const bool swapped = s.n_heads > s.n_kv_heads && c.params.window == 0 && s.d % 8 == 0;
-  const std::size_t heads = swapped ? s.n_kv_heads : s.n_heads;
-  const std::size_t rows = swapped ? s.n_heads / s.n_kv_heads : 1;
-  const std::size_t m_blocks = (rows + 63) / 64;
-  // FA2 passes batch · heads · m_blocks: the same sequence splits differently inside a batched decode step.
-  p.splits = static_cast<std::size_t>(
-      num_splits_heuristic(static_cast<int>(std::max<std::size_t>(c.batch, 1) * heads * m_blocks), 2 * kEmulatedSMs,
-                           static_cast<int>(p.n_blocks), 128));
-  p.blocks_per_split = (p.n_blocks + p.splits - 1) / p.splits;
-  return p;
-}
-
-KeyRange split_keys(KeyRange keys, const SplitPlan& sp, std::size_t s) {
+KeyRange split_keys(KeyRange keys, const SplitKvPlan& sp, std::size_t s) {
   const std::size_t lo = std::max(keys.lo, s * sp.keys_per_split());
   const std::size_t hi = std::min(keys.hi, (s + 1) * sp.keys_per_split());
   return hi > lo ? KeyRange{lo, hi} : KeyRange{};
@@ -57,7 +28,7 @@ KeyRange split_keys(KeyRange keys, const SplitPlan& sp, std::size_t s) {
 void run_decode(const char* who, Format f, const AttentionCall& c, std::span<const float> q, std::span<const float> k,
                 std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
-  const SplitPlan sp = plan(c);
+  const SplitKvPlan sp = fa2_splitkv_plan(c);
   FlashArgs a = flash_args(D, f, c, sp.bn);
   KeysT kt;
   a.kt = &kt;
@@ -85,7 +56,7 @@ void run_decode(const char* who, Format f, const AttentionCall& c, std::span<con
 
 ref::AttentionPipeline decode_pipeline(Format f, const AttentionCall& c) {
   ref::AttentionPipeline p = base_pipeline(f);
-  const SplitPlan sp = plan(c);
+  const SplitKvPlan sp = fa2_splitkv_plan(c);
   const KeyRange keys = visible_keys(c.params, c.shape.n_kv, 0);
   std::size_t blocks = 1, nonempty = 0, terms = 1;
   for (std::size_t s = 0; s < sp.splits && !keys.empty(); ++s) {
@@ -129,6 +100,25 @@ static AttentionKernel a2_splitkv(Format f) {
       flash2_standard_run(who.c_str(), f, c, q, kc, vc, out);
   };
   return k;
+}
+
+SplitKvPlan fa2_splitkv_plan(const AttentionCall& c) {
+  const ref::AttentionShape& s = c.shape;
+  SplitKvPlan p;
+  p.bn = fa2_split_bn(s.d);
+  p.n_blocks = std::max<std::size_t>(1, (c.cap() + p.bn - 1) / p.bn);
+  // seqlen_q == 1 with GQA packs the q heads of one KV head into the rows of one tile ("ngroups swapped",
+  // flash_api.cpp L431/L1319) when there is no window and the head dim is a multiple of 8.
+  const bool swapped = s.n_heads > s.n_kv_heads && c.params.window == 0 && s.d % 8 == 0;
+  const std::size_t heads = swapped ? s.n_kv_heads : s.n_heads;
+  const std::size_t rows = swapped ? s.n_heads / s.n_kv_heads : 1;
+  const std::size_t m_blocks = (rows + 63) / 64;
+  // FA2 passes batch · heads · m_blocks: the same sequence splits differently inside a batched decode step.
+  p.splits = static_cast<std::size_t>(
+      num_splits_heuristic(static_cast<int>(std::max<std::size_t>(c.batch, 1) * heads * m_blocks), 2 * kFa2SMs,
+                           static_cast<int>(p.n_blocks), 128));
+  p.blocks_per_split = (p.n_blocks + p.splits - 1) / p.splits;
+  return p;
 }
 
 // flash_api.cpp num_splits_heuristic (L281–315, notes §2.2): one split when the grid already fills 80 % of

@@ -24,23 +24,11 @@ std::size_t flash_bc(std::size_t d);
 // The invariant kernel's split size in keys (a multiple of every flash_bc), aligned at key 0.
 inline constexpr std::size_t kInvariantSplitKeys = 256;
 
-// The split-KV decode plan (FA2 flash_api.cpp num_splits_heuristic, notes/kernels.md §2.2, as the CPU A2):
-// block_n = 256 / 128 / 64 for d <= 64 / <= 128 / 256; n_blocks = ceil(capacity / block_n) (FA2's
-// flash_attn_with_kvcache passes the cache capacity as seqlen_k); split count S from the heuristic with
-// 2 × kHeuristicSMs (FA2 passes 2 × the SM count) and b·h·m_blocks work items (GQA "ngroups swapped" when
-// h > h_kv, no window and d % 8 == 0: h_kv heads of ceil(group / 64) row blocks); each split is
-// ceil(n_blocks / S) blocks, split s covering keys [s·keys_per_split, (s+1)·keys_per_split).
-// The SM count is fixed (H100 SXM: 132) rather than read from the device, so the plan, the pipeline and the
-// results do not depend on the machine; on an A100 (108 SMs) real FA2 may pick another S.
-inline constexpr int kHeuristicSMs = 132;
-struct SplitKvPlan {
-  std::size_t bn = 128;
-  std::size_t n_blocks = 1;
-  std::size_t splits = 1;
-  std::size_t blocks_per_split = 1;
-  std::size_t keys_per_split() const { return blocks_per_split * bn; }
-};
-SplitKvPlan splitkv_plan(const AttentionCall& c);
+// The split-KV decode plan: the CPU A2 emulation's own (kernels/cpu/attention_common.hpp fa2_splitkv_plan, FA2's
+// flash_api.cpp num_splits_heuristic over batch · heads · m_blocks on a fixed 132 SMs), so both split every call
+// alike, a sequence inside a batched decode step included.
+using cpu::attn::SplitKvPlan;
+inline SplitKvPlan splitkv_plan(const AttentionCall& c) { return cpu::attn::fa2_splitkv_plan(c); }
 
 // Shared by the descriptions: the keys of split [s·K, (s+1)·K) visible in `keys`; the A1-order pipeline of the flash2
 // kernel (also the split-KV kernel's prefill path).

@@ -18,6 +18,7 @@
 #include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/faults.hpp"
 #include "kvconf/engine/scenario_faults.hpp"
+#include "kvconf/kernels/black_box.hpp"
 #include "kvconf/numerics/rounding.hpp"
 #include "kvconf/reference/elementwise.hpp"
 #include "kvconf/reference/norm.hpp"
@@ -368,6 +369,28 @@ TEST(CachedKv, RowsOfDifferentPathsAreJudgedByTheProjectionBound) {
   const CheckResult unbounded = cached_kv_rule("chunked", narrow, kb, n, gate, "", 1);
   EXPECT_TRUE(unbounded.pass) << "without bounds the rows are measured only: " << unbounded.detail;
   std::printf("different paths: %s\nnarrow: %s\n", ok.detail.c_str(), bad.detail.c_str());
+}
+
+// Layer 0 is demanded bit for bit across two row counts only when the norm's and the projection's paths are the same
+// and say what the kernel computes: a kvconf kernel's path is its exact order, cuBLAS's a model of an undisclosed one
+// (the same name for every M, whatever cuBLAS picks: a GEMV for M = 1, split-K), a black box's any order. Before,
+// the Cuda/ScenarioConformance batch cases under cuda-fp16 demanded bitwise K/V from cuBLAS at M = 3 vs M = 1.
+TEST(CachedKv, LayerZeroIsGatedOnlyWherePathsAreTheArithmetic) {
+  const std::vector<engine::CallRecord> three = {{1, 0, 3}}, one = {{1, 0, 0}};  // one row fed, M = 3 vs M = 1
+  const kernels::NormKernel* norm = registry().find_norm("cpu.norm.r1.f32");
+  const kernels::GemmKernel* base = registry().find_gemm("cpu.gemm.g1.f32");
+  ASSERT_NE(norm, nullptr);
+  ASSERT_NE(base, nullptr);
+  ASSERT_EQ(base->path({1, 64, 256}).name, base->path({3, 64, 256}).name) << "g1 changes path with M: pick another";
+  ASSERT_EQ(norm->path({1, 256}).name, norm->path({3, 256}).name);
+  EXPECT_EQ(kv_gate(three, one, 1, norm, base, 64, 256), std::vector<int>{1});
+  kernels::GemmKernel cublas = *base;
+  cublas.info.backend = "cublas";
+  EXPECT_EQ(kv_gate(three, one, 1, norm, &cublas, 64, 256), std::vector<int>{0});
+  kernels::GemmKernel box = *base;
+  box.path = [](const kernels::GemmShape&) { return kernels::black_box_gemm_path(Format::fp32, Format::fp32); };
+  EXPECT_EQ(kv_gate(three, one, 1, norm, &box, 64, 256), std::vector<int>{0});
+  EXPECT_EQ(kv_gate(three, three, 1, norm, &cublas, 64, 256), std::vector<int>{2}) << "the same call: every layer";
 }
 
 }  // namespace

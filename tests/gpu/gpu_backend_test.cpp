@@ -106,6 +106,13 @@ TEST(GpuBackend, PipelinesMatchTheCpuEmulationsOfTheSameOrder) {
   AttentionCall windowed = decode_call(128, 1, 2000);
   windowed.params.window = 300;
   calls.push_back(windowed);
+  // Inside a batched decode step FA2 counts batch · heads work items: fewer splits (AttentionBatchInvariance).
+  for (std::size_t batch : {4, 64})
+    for (std::size_t n_kv : {700, 4096}) {
+      AttentionCall in_batch = decode_call(128, 1, n_kv);
+      in_batch.batch = batch;
+      calls.push_back(in_batch);
+    }
   for (const auto& [g_id, c_id] : pairs)
     for (const char* f : {"f16", "f32"}) {
       const AttentionKernel* g = gpu.find_attention("cuda.attn." + g_id + "." + f);
@@ -115,7 +122,8 @@ TEST(GpuBackend, PipelinesMatchTheCpuEmulationsOfTheSameOrder) {
       for (const AttentionCall& call : calls)
         expect_same_numerics(g->pipeline(call), c->pipeline(call),
                              g->info.name + " n_q=" + std::to_string(call.shape.n_q) +
-                                 " n_kv=" + std::to_string(call.shape.n_kv) + " d=" + std::to_string(call.shape.d));
+                                 " n_kv=" + std::to_string(call.shape.n_kv) + " d=" + std::to_string(call.shape.d) +
+                                 " batch=" + std::to_string(call.batch));
     }
 }
 

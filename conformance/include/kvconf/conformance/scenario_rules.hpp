@@ -54,7 +54,9 @@ KvRows kv_rows_of(const engine::KvCache& c, std::size_t head_dim);
 // 0: the same forward over the same tokens); 1 (layer 0, whose input is the embedding rows on both sides) where the
 // calls had the same number of rows M, or, given the kernels, M's for which the input norm and the K/V projection
 // take the same paths (NormKernel::path: PyTorch's reduction layout depends on the row count; GemmKernel::path with
-// N = kv_dim, K = hidden); 0 otherwise, and for a row no call fed (a prefix taken from another request).
+// N = kv_dim, K = hidden) and those paths are the arithmetic itself (not cuBLAS's model of an undisclosed order, not
+// a black box's any order: their names do not change with M whatever the library does); 0 otherwise, and for a row
+// no call fed (a prefix taken from another request).
 std::vector<int> kv_gate(const std::vector<engine::CallRecord>& a, const std::vector<engine::CallRecord>& b,
                          std::size_t rows, const kernels::NormKernel* norm = nullptr,
                          const kernels::GemmKernel* g = nullptr, std::size_t kv_dim = 0, std::size_t hidden = 0);
