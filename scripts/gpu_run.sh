@@ -7,8 +7,9 @@
 #   scripts/gpu_run.sh --out DIR --budget S STAGE...   # there: stages in the order given
 #   scripts/gpu_run.sh --plan [--build-dir DIR]        # each stage's command; ctest stages must select tests
 #
-# Stages: build, new, fast, golden, pybench, decode, slow (all: every one, in that order). ctest runs each test
-# selection with JUnit to DIR/junit-<stage>.xml; DIR/summary.txt has one line per stage (rc, seconds, ctest's count).
+# Stages: build, new, fast, golden, pybench, decode, slow (all: every one, in that order; 9 files, one more than a
+# device call brings back: there, run build..pybench, then decode slow). ctest runs each test selection with JUnit to
+# DIR/junit-<stage>.xml; DIR/summary.txt has one line per stage (rc, seconds, ctest's count).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,7 +94,8 @@ if ((PLAN)); then
 fi
 
 ((${#STAGES[@]})) || usage
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$BUILD"
+OUT=$(cd "$OUT" && pwd) BUILD=$(cd "$BUILD" && pwd)  # absolute: the configure step runs from the source root
 START=$SECONDS
 SUMMARY=$OUT/summary.txt
 left() { echo $((BUDGET - (SECONDS - START))); }
@@ -102,14 +104,21 @@ tree=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || cat "$ROOT/.gpu/t
 note "gpu_run.sh $(date -u +%FT%TZ) tree $tree budget ${BUDGET}s stages ${STAGES[*]}"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
-  echo "nvcc: $(nvcc --version 2>&1 | tail -1); $(cmake --version | head -1)"
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  echo "nvcc: $("$nvcc" --version 2>&1 | tail -1); $(cmake --version | head -1)"
   echo "python: $("${KVCONF_PYTHON:-python3}" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__)' 2>&1)"
 } | tee -a "$SUMMARY"
 
 # The prefix of carried .debs (README), once per machine, outside the tree.
 P=/tmp/kvconf-prefix
-if [[ -d $ROOT/.gpu/debs && ! -d $P ]]; then
-  mkdir -p "$P" && for d in "$ROOT"/.gpu/debs/*.deb; do dpkg -x "$d" "$P"; done
+if [[ -d $ROOT/.gpu/debs && ! -d $P ]]; then  # unpacked aside and renamed: an interrupted unpack is redone
+  shopt -s nullglob
+  debs=("$ROOT"/.gpu/debs/*.deb)
+  shopt -u nullglob
+  unpacked=${#debs[@]}
+  rm -rf "$P.part" && mkdir -p "$P.part"
+  for d in "${debs[@]}"; do dpkg -x "$d" "$P.part" || unpacked=0; done
+  if ((unpacked)); then mv "$P.part" "$P"; else note "setup: .gpu/debs holds no .deb, or one did not unpack"; fi
 fi
 if [[ -d $P ]]; then
   export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -127,22 +136,27 @@ run_stage() {  # name seconds command...: appends to $OUT/$LOG, notes rc, second
   rc=$?
   local count
   count=$(tail -n +"$((before + 1))" "$OUT/$LOG" | grep -E '^[0-9]+% tests passed' | tail -1)
-  note "$s: rc=$rc $((SECONDS - t0))s${count:+ ($count)}$( ((rc == 124)) && echo ' TIME LIMIT')"
+  note "$s: rc=$rc $((SECONDS - t0))s${count:+ ($count)}$( ((rc == 124 || rc == 137)) && echo ' TIME LIMIT')"
   # what needs reading: ctest's failures and known findings, a build's first errors
-  tail -n +"$((before + 1))" "$OUT/$LOG" | grep -E '\*\*\*|\(Failed\)|Not Run|known finding|error:' | head -30 |
+  tail -n +"$((before + 1))" "$OUT/$LOG" |
+    grep -E '\*\*\*(Failed|Timeout|Exception)|\((Failed|Timeout)\)|Not Run|known finding|error:' | head -30 |
     sed 's/^/  /' | tee -a "$SUMMARY"
 }
 ctest_stage() {  # name seconds selection...: one ctest run, JUnit (passed output kept to 64 KiB) to junit-<name>.xml
   local s=$1 t=$2; shift 2
   LOG=tests.log
   echo "=== $s: ctest $*" >>"$OUT/tests.log"
+  # --stop-time ends the run itself 15 s before the stage's limit, so ctest still writes its JUnit and its count (a
+  # ctest killed by `timeout` writes neither); `timeout` stays as the backstop.
   run_stage "$s" "$t" ctest --test-dir "$BUILD" "$@" -j "$JOBS" --timeout "$t" --output-on-failure \
+    --stop-time "$(date -d "+$((t > 30 ? t - 15 : t / 2)) sec" +%H:%M:%S)" \
     --test-output-size-passed 65536 --output-junit "$OUT/junit-$s.xml"
 }
-stage_time() {  # the stage's own limit, cut to what is left of the budget
+stage_time() {  # the stage's own limit, cut to what is left of the budget (15 s kept for timeout's kill margin)
   local t l
-  t=$(limit_of "$1") l=$(($(left) - 5))
-  echo $((t < l ? t : l))
+  t=$(limit_of "$1") l=$(($(left) - 15))
+  t=$((t < l ? t : l))
+  echo $((t > 0 ? t : 0))
 }
 
 for s in "${STAGES[@]}"; do
@@ -151,7 +165,9 @@ for s in "${STAGES[@]}"; do
   case $s in
     new | fast)
       # shellcheck disable=SC2046  # the selection is words
-      ctest_stage "$s" "$t" $(ctest_sel "$s") ;;
+      ctest_stage "$s" "$t" $(ctest_sel "$s")
+      # Python/cuda's own JUnit (its per-case properties), at once: a later stage may be cut off
+      [[ -f $BUILD/pytest-xml/cuda.xml ]] && cp "$BUILD/pytest-xml/cuda.xml" "$OUT/pytest-cuda.xml" ;;
     slow)  # the cases the last run did not finish first, then the rest
       # shellcheck disable=SC2046
       ctest_stage slow-first "$t" $(ctest_sel slow-first)
@@ -165,12 +181,14 @@ for s in "${STAGES[@]}"; do
       [[ -d $P ]] && extra+=("-DCMAKE_PREFIX_PATH=$P/usr")
       [[ -x $P/usr/bin/pkgconf ]] && extra+=("-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf")
       [[ -d $ROOT/.gpu/shared ]] && extra+=("-DKVCONF_SHARED_DIR=$ROOT/.gpu/shared")
-      (cd "$ROOT" && run_stage configure 120 cmake --preset nightly-gpu -B "$BUILD" "${extra[@]}" \
+      (cd "$ROOT" && run_stage configure "$t" cmake --preset nightly-gpu -B "$BUILD" "${extra[@]}" \
         -DCMAKE_CUDA_ARCHITECTURES="$archs" -DKVCONF_PYTHON="${KVCONF_PYTHON:-python3}")
       # what was found: without libtorch there are no TorchCuda/ tests, without the Python package no Python/cuda
       grep -E '^-- +(CUDA|libtorch|Python package|shared data) +:' "$OUT/build.log" | tail -4 | tee -a "$SUMMARY"
       # -k: a target that fails to build (say, the Python module against the image's nanobind) stops only its tests
-      run_stage build "$(stage_time build)" cmake --build "$BUILD" -j "$JOBS" -- -k
+      t=$(stage_time build)
+      if ((t < 20)); then note "build: not started, $(left)s of the budget left"; continue; fi
+      run_stage build "$t" cmake --build "$BUILD" -j "$JOBS" -- -k
       for l in '^gpu$' '^slow$'; do note "  ctest -L $l selects $(ctest --test-dir "$BUILD" -N -L "$l" | tail -1)"; done ;;
     golden)
       LOG=bench.txt
@@ -192,5 +210,5 @@ for s in "${STAGES[@]}"; do
       done ;;
   esac
 done
-[[ -f $BUILD/pytest-xml/cuda.xml ]] && cp "$BUILD/pytest-xml/cuda.xml" "$OUT/pytest-cuda.xml"
-note "done in $((SECONDS - START))s"
+n_files=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+note "done in $((SECONDS - START))s; $n_files files in $OUT$( ((n_files > 8)) && echo ' (the device tool brings back 8: split the stages over two calls, docs/GPU.md)')"
