@@ -26,7 +26,8 @@ ALL=(build new fast golden pybench decode slow)
 # and the Python CUDA path. Update it when docs/GPU.md records a run.
 NEW_RE='^Cuda/ScenarioConformance|^Cuda/AttentionBatchInvariance|BatchInvariant|^TorchCuda/|^Python/cuda$'
 # The slow cases the third run did not finish, first among the slow ones.
-UNFINISHED_RE='^Cuda/Fp32Conformance.*(mistral_tiny__cuda_fp32__topp|gemma2_tiny).*__Slow|^Cuda/InvariantConformance.*__Slow'
+UNFINISHED_RE='^Cuda/Fp32Conformance.*(mistral_tiny__cuda_fp32__topp|gemma2_tiny).*__Slow'
+UNFINISHED_RE+='|^Cuda/InvariantConformance.*__Slow'
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while (($#)); do
@@ -106,7 +107,8 @@ note "gpu_run.sh $(date -u +%FT%TZ) tree $tree budget ${BUDGET}s stages ${STAGES
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   echo "nvcc: $("$nvcc" --version 2>&1 | tail -1); $(cmake --version | head -1)"
-  echo "python: $("${KVCONF_PYTHON:-python3}" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__)' 2>&1)"
+  py='import sys, torch; print(sys.executable, "torch", torch.__version__)'
+  echo "python: $("${KVCONF_PYTHON:-python3}" -c "$py" 2>&1)"
 } | tee -a "$SUMMARY"
 
 # The prefix of carried .debs (README), once per machine, outside the tree.
@@ -189,7 +191,9 @@ for s in "${STAGES[@]}"; do
       t=$(stage_time build)
       if ((t < 20)); then note "build: not started, $(left)s of the budget left"; continue; fi
       run_stage build "$t" cmake --build "$BUILD" -j "$JOBS" -- -k
-      for l in '^gpu$' '^slow$'; do note "  ctest -L $l selects $(ctest --test-dir "$BUILD" -N -L "$l" | tail -1)"; done ;;
+      for l in '^gpu$' '^slow$'; do
+        note "  ctest -L $l selects $(ctest --test-dir "$BUILD" -N -L "$l" | tail -1)"
+      done ;;
     golden)
       LOG=bench.txt
       # both parts: the token runs of the cuda-* profiles have never been checked on a device (53 s to write them)
@@ -211,4 +215,5 @@ for s in "${STAGES[@]}"; do
   esac
 done
 n_files=$(find "$OUT" -maxdepth 1 -type f | wc -l)
-note "done in $((SECONDS - START))s; $n_files files in $OUT$( ((n_files > 8)) && echo ' (the device tool brings back 8: split the stages over two calls, docs/GPU.md)')"
+too_many=$( ((n_files > 8)) && echo ' (a device call brings back 8: split the stages over two calls, docs/GPU.md)')
+note "done in $((SECONDS - START))s; $n_files files in $OUT$too_many"
