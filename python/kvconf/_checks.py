@@ -74,10 +74,12 @@ def _expect(kernel, cls, fn_name):
         raise TypeError(f"{fn_name}: kernel={kernel!r}: expected a kvconf.{cls.__name__}")
 
 
-def _run(kernel, case, call, run, reproduce):
+def _run(kernel, case, call, run, reproduce, declined=None):
     kernel.case_id = case.id  # named by every message, the supports' and copies' included
     try:
         why = kernel._supports(call) if call is not None else kernel._device_reason()
+        if why is None and declined is not None:
+            why = declined()
         if why is not None:
             return Report(kernel, case, skipped=why, reproduce=reproduce)
         raw = run()
@@ -107,8 +109,10 @@ def check_attention(kernel, case, *, rules=None, seed=None):
         raise ValueError(f"rules: 'batch' needs a kernel with a batched launch (AttentionKernel(batch_fn=...)); "
                          f"{kernel.name} has none")
     seed = _seed(seed)
+    # The batch rule alone on a case whose batched launches the kernel declines: skipped with the reason, as the suites.
+    declined = (lambda: _core.attention_batch_unchecked(kernel._core, case)) if rules == ["batch"] else None
     return _run(kernel, case, case.call, lambda: _core.check_attention(kernel._core, case, rules, seed),
-                _reproduce("check_attention", kernel, "attention_case", case, seed))
+                _reproduce("check_attention", kernel, "attention_case", case, seed), declined)
 
 
 def check_gemm(kernel, case, *, seed=None):

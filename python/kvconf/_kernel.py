@@ -299,19 +299,25 @@ class AttentionKernel(_Kernel):
     batch_fn (optional): batch_fn(batch) -> [out, ...], one batched decode launch, as a serving engine launches a
     decode step: batch is a list of (q, k_cache, v_cache, call) as fn takes them, one per sequence (n_q = 1, sequences
     of different n_kv, call.batch = len(batch)); it returns their outputs in order. The "batch" rule compares a row
-    decoded alone (fn) with the same row inside launches of 4 and 64 sequences.
+    decoded alone (fn) with the same row inside launches of 4 and 64 sequences. batch_supports (optional):
+    batch_supports([call, ...]) -> None | reason declines a launch (SDPA's CUDA flash backend takes no padded batch's
+    mask); the rule is then not run, and asked for alone it reports the case skipped with the reason.
     """
 
     kind = "attention"
 
     def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True, exp2_scale=False,
                  cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors="",
-                 accumulate="f32", pv_accumulate=None, batch_fn=None):
+                 accumulate="f32", pv_accumulate=None, batch_fn=None, batch_supports=None):
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         if batch_fn is not None and not callable(batch_fn):
             raise TypeError(f"batch_fn={batch_fn!r}: expected None or a callable taking a list of (q, k_cache, "
                             f"v_cache, call)")
         self.batch_fn = batch_fn
+        if batch_supports is not None and (batch_fn is None or not callable(batch_supports)):
+            raise TypeError(f"batch_supports={batch_supports!r}: expected None, or a callable taking the list of "
+                            f"calls of a batched launch (and a batch_fn to launch it)")
+        self.batch_supports = batch_supports
         if not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool) or not 0 <= exp_error_ulps <= 1 << 20:
             raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
         self.exp_error_ulps = exp_error_ulps
@@ -326,7 +332,8 @@ class AttentionKernel(_Kernel):
             self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
             max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
             self.accumulate, self.pv_accumulate, scale_rel_error(exp2_scale),
-            _weak(self._run_batch) if batch_fn is not None else None)
+            _weak(self._run_batch) if batch_fn is not None else None,
+            _weak(self._batch_supports) if batch_supports is not None else None)
 
     def describe_bound(self) -> str:
         return (f"black-box attention bound (docs/TOLERANCES.md §10): q·k in {_ACC[self.accumulate]} and PV in "
@@ -346,6 +353,12 @@ class AttentionKernel(_Kernel):
                             ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
         out = self._invoke([t for _, t in ins] + [call], {})
         return self._result(out, (call.n_q, call.n_heads, call.d_v), ins, finite)
+
+    def _batch_supports(self, calls):
+        why = self.batch_supports(list(calls))
+        if why is not None and not isinstance(why, str):
+            raise TypeError(f"batch_supports of {self.name} returned {why!r}: expected None or a reason (str)")
+        return why
 
     def _run_batch(self, items):
         """[(call, q, k_cache, v_cache)] as kvconf's float32 views -> [float32 CPU output], through batch_fn."""

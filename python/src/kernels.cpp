@@ -87,7 +87,7 @@ KernelSpec spec_of(const std::string& name, const std::string& format, nb::objec
 }  // namespace
 
 kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
-                                          double scale_rel_error, nb::object batch_runner) {
+                                          double scale_rel_error, nb::object batch_runner, nb::object batch_supports) {
   if (!(exp_rel_error >= 0) || !std::isfinite(exp_rel_error) || !(exp_abs_error >= 0) || !std::isfinite(exp_abs_error))
     throw std::invalid_argument("exp_error_ulps / flush: the exp budget must be finite and >= 0");
   if (!std::isfinite(scale_rel_error) || scale_rel_error >= 0x1p-10)
@@ -124,6 +124,12 @@ kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_er
         throw std::invalid_argument("kernel " + name + ": the batch runner returned something other than a list of " +
                                     std::to_string(seqs.size()) + " outputs");
       for (std::size_t i = 0; i < seqs.size(); ++i) take(name, r[i], seqs[i].out);
+    };
+  if (k.run_batch && batch_supports.is_valid() && !batch_supports.is_none())
+    k.supports_batch = [batch_supports](std::span<const AttentionCall> calls) -> Reason {
+      nb::list l;
+      for (const AttentionCall& c : calls) l.append(c);
+      return ask(batch_supports, l);
     };
   return k;
 }
@@ -178,17 +184,17 @@ void bind_kernels(nb::module_& m) {
           [](kernels::AttentionKernel* self, const std::string& name, const std::string& format, nb::object runner,
              nb::object supports, bool cache_invariant, bool deterministic, double exp_rel_error, double exp_abs_error,
              const std::string& mirrors, const std::string& acc, const std::string& pv_acc, double scale_rel_error,
-             nb::object batch_runner) {
+             nb::object batch_runner, nb::object batch_supports) {
             new (self)
                 kernels::AttentionKernel(attention_kernel(spec_of(name, format, std::move(runner), std::move(supports),
                                                                   cache_invariant, deterministic, mirrors, acc, pv_acc),
                                                           exp_rel_error, exp_abs_error, scale_rel_error,
-                                                          std::move(batch_runner)));
+                                                          std::move(batch_runner), std::move(batch_supports)));
           },
           nb::arg("name"), nb::arg("format"), nb::arg("runner"), nb::arg("supports").none(), nb::arg("cache_invariant"),
           nb::arg("deterministic"), nb::arg("exp_rel_error"), nb::arg("exp_abs_error"), nb::arg("mirrors") = "",
           nb::arg("acc") = "f32", nb::arg("pv_acc") = "", nb::arg("scale_rel_error") = -1.0,
-          nb::arg("batch_runner").none() = nb::none())
+          nb::arg("batch_runner").none() = nb::none(), nb::arg("batch_supports").none() = nb::none())
       .def_prop_ro("name", [](const kernels::AttentionKernel& k) { return k.info.name; })
       .def("supports", [](const kernels::AttentionKernel& k, const AttentionCall& c) { return k.supports(c); })
       .def("pipeline_name",

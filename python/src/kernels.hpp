@@ -25,9 +25,11 @@ struct KernelSpec {
 // the relative error of the scale the kernel effectively applies; < 0 keeps the black-box pipeline's own (2u + 2u²),
 // kernels::kCudaScaleLog2RelError for a kernel that folds the scale with log2 e and calls exp2 (exp2_scale=True).
 // batch_runner: None, or batch_runner([(call, q, k_cache, v_cache), ...]) -> [float32 CPU tensor, ...], one batched
-// decode launch (AttentionKernel::run_batch; python/kvconf/_kernel.py wraps the user's batch_fn).
+// decode launch (AttentionKernel::run_batch; python/kvconf/_kernel.py wraps the user's batch_fn); batch_supports:
+// None, or batch_supports([call, ...]) -> None | reason (AttentionKernel::supports_batch).
 kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
-                                          double scale_rel_error = -1.0, nb::object batch_runner = nb::none());
+                                          double scale_rel_error = -1.0, nb::object batch_runner = nb::none(),
+                                          nb::object batch_supports = nb::none());
 kernels::GemmKernel gemm_kernel(const KernelSpec& s);
 kernels::NormKernel norm_kernel(const KernelSpec& s, double rsqrt_rel_error);
 

@@ -234,3 +234,22 @@ def test_the_batch_rule_needs_a_batched_launch():
     bad = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, batch_fn=lambda b: [])
     with pytest.raises(kvconf.KernelError, match=r"batch_fn returned list of 0, expected a list of 4 tensors"):
         kvconf.check_attention(bad, kvconf.attention_cases("quick")[0], rules=["batch"])
+
+
+def test_a_declined_batched_launch_is_skipped_with_the_reason():
+    """batch_supports declines a launch (as SDPA's CUDA flash backend declines a padded batch's mask): the batch rule
+    asked alone reports the case skipped with the reason; among all the rules it is left out and the others run."""
+    k = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp_error_ulps=20, supports=no_softcap,
+                               batch_fn=sdpa_batched_decode,
+                               batch_supports=lambda calls: f"no padded batch of {len(calls)}")
+    case = kvconf.attention_cases("quick")[0]
+    report = kvconf.check_attention(k, case, rules=["batch"])
+    assert report.skipped == "its batched launch of 4 sequences: no padded batch of 4", report.message()
+    full = kvconf.check_attention(k, case)
+    assert "batch_bound" not in [r.rule for r in full] and full.passed, full.message()
+    with pytest.raises(TypeError, match=r"batch_supports=.*and a batch_fn to launch it"):
+        kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, batch_supports=lambda calls: None)
+    odd = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, batch_fn=sdpa_batched_decode,
+                                 batch_supports=lambda calls: 3)
+    with pytest.raises(TypeError, match=r"batch_supports of python.sdpa_attention.f16 returned 3"):
+        kvconf.check_attention(odd, case, rules=["batch"])
