@@ -108,3 +108,19 @@ def forced_supports(backend, dtype, device):
                 answers[key] = "SDPA takes no forced backend for this call: " + str(e).splitlines()[0]
         return answers[key]
     return supports
+
+
+def forced_batch_supports(backend, dtype, device):
+    """batch_supports= for forced(backend, sdpa_batched_decode): what SDPA refuses under that backend for the padded
+    batch (on CUDA the flash backend takes no mask), asked on zeros of the launch's shapes."""
+    step = forced(backend, sdpa_batched_decode)
+
+    def supports(calls):
+        zeros = lambda rows, heads, dim: torch.zeros(rows, heads, dim, dtype=dtype, device=device)  # noqa: E731
+        try:
+            step([(zeros(1, c.n_heads, c.d), zeros(c.capacity, c.n_kv_heads, c.d),
+                   zeros(c.capacity, c.n_kv_heads, c.d_v), c) for c in calls])
+        except RuntimeError as e:
+            return "SDPA takes no forced backend for this padded batch: " + str(e).splitlines()[0]
+        return None
+    return supports

@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend
 import kvconf
 from cxx_suites import SUITES, compare, run_suite, sanitize
 from linear_and_rmsnorm import linear, rms_norm
-from sdpa_attention import forced, forced_supports, sdpa_batched_decode
+from sdpa_attention import forced, forced_batch_supports, forced_supports, sdpa_batched_decode
 
 # KVCONF_TEST_DEVICE=cpu runs this file's logic against the CPU Torch/ suites instead: a dry run of the test itself
 # on a machine without a GPU (the CUDA-only expectations and the device-side assert are left out).
@@ -70,7 +70,8 @@ def attention_kernel(backend, suffix, seen=None, batched=False):
                                   device=DEVICE, name=f"sdpa_{backend}",
                                   supports=forced_supports(BACKENDS[backend], DTYPES[suffix], DEVICE),
                                   batch_fn=forced(BACKENDS[backend], sdpa_batched_decode) if batched else None,
-                                  **PROPERTIES)
+                                  batch_supports=forced_batch_supports(BACKENDS[backend], DTYPES[suffix], DEVICE)
+                                  if batched else None, **PROPERTIES)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -118,10 +119,10 @@ def test_attention_matches_the_torch_cuda_suites(backend, suffix, case_id, tmp_p
             run_suite(EXE + "attention_oracle_test", name, tmp_path))
     compare(kvconf.check_attention(k, case, rules=["on_off", "chunked", "unused_slots"]),
             run_suite(EXE + "attention_cache_test", name, tmp_path))
-    if backend in ("math", "efficient"):  # a padded batch needs a mask, which the flash backend does not take
-        compare(kvconf.check_attention(attention_kernel(backend, suffix, batched=True), case, rules=["batch"]),
-                run_suite(EXE + "attention_cache_test", name.replace("AttentionConformance", "AttentionBatchInvariance"),
-                          tmp_path))
+    # the batch rule: where SDPA declines the padded batch (flash on CUDA: no mask) both sides skip it
+    compare(kvconf.check_attention(attention_kernel(backend, suffix, batched=True), case, rules=["batch"]),
+            run_suite(EXE + "attention_cache_test", name.replace("AttentionConformance", "AttentionBatchInvariance"),
+                      tmp_path))
 
 
 @pytest.mark.skipif(not SUITES, reason="KVCONF_SUITES_DIR (set by CTest) names the C++ suites' folder")
