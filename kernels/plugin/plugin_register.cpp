@@ -218,8 +218,8 @@ NormKernel norm_kernel(const Target& t, const KernelInfo& info) {
   return k;
 }
 
-AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::uint32_t exp_ulps,
-                                 DeclaredAcc declared, bool exp2_scale) {
+AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::uint32_t exp_ulps, DeclaredAcc declared,
+                                 bool exp2_scale) {
   AttentionKernel k;
   k.info = info;
   auto req = [](const AttentionCall& c) {
@@ -251,8 +251,7 @@ AttentionKernel attention_kernel(const Target& t, const KernelInfo& info, std::u
   const double exp_rel = static_cast<double>(exp_ulps == 0 ? 1 : exp_ulps) * kFp32Ulp;
   k.pipeline = [info, exp_rel, declared, exp2_scale](const AttentionCall& c) {
     // A flush of e^x < 2^-125 to 0 is allowed (plugin.h), the budget PyTorch's exp_u20 needs.
-    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, exp_rel, kExpU20AbsError, declared);
-    if (exp2_scale) p.scale_rel_error = kCudaScaleLog2RelError;
+    ref::AttentionPipeline p = black_box_attention_pipeline(info, c, exp_rel, kExpU20AbsError, declared, exp2_scale);
     p.name = "plugin " + p.name;
     return p;
   };

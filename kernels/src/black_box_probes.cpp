@@ -21,15 +21,16 @@ K probe_of(const K* base, const std::string& name, const std::string& base_name)
   return k;
 }
 
-// An exp budget of a black-box attention pipeline and the scale error that goes with it.
+// An exp budget of a black-box attention pipeline and the scale that goes with it.
 struct ExpBudget {
   const char* name;
-  double rel, abs, scale_rel;  // scale_rel < 0: the pipeline's own
+  double rel, abs;
+  bool exp2_scale;  // the scale folded with log2 e (black_box_attention_pipeline)
 };
 constexpr ExpBudget kExpBudgets[] = {
-    {"exact", 0x1p-23, kExpU20AbsError, -1.0},        // a plugin declaring exp_ulps = 0 (charged one ulp)
-    {"u20", kExpU20RelError, kExpU20AbsError, -1.0},  // torch CPU
-    {"cuda_fast", kCudaFastExpRelError, kCudaFastExpAbsError, kCudaScaleLog2RelError}};  // torch CUDA
+    {"exact", 0x1p-23, kExpU20AbsError, false},                        // a plugin declaring exp_ulps = 0 (one ulp)
+    {"u20", kExpU20RelError, kExpU20AbsError, false},                  // torch CPU
+    {"cuda_fast", kCudaFastExpRelError, kCudaFastExpAbsError, true}};  // torch CUDA
 
 }  // namespace
 
@@ -61,8 +62,7 @@ Registry black_box_probe_registry() {
                                    std::string("probe.blackbox.attn.") + format_suffix(f) + "." + e.name, attn);
       const KernelInfo info = a.info;
       a.pipeline = [info, e](const AttentionCall& c) {
-        ref::AttentionPipeline p = black_box_attention_pipeline(info, c, e.rel, e.abs);
-        if (e.scale_rel >= 0.0) p.scale_rel_error = e.scale_rel;
+        ref::AttentionPipeline p = black_box_attention_pipeline(info, c, e.rel, e.abs, {}, e.exp2_scale);
         p.name = std::string("probe black-box, exp ") + e.name;
         return p;
       };

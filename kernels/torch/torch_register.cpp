@@ -68,10 +68,10 @@ AttentionKernel sdpa_kernel(std::string name, Sdpa b, Format f, Calling how, std
     return std::nullopt;
   };
   k.pipeline = [b, f, how, info, dev](const AttentionCall& c) {
-    ref::AttentionPipeline p = dev == Device::cuda
-                                   ? black_box_attention_pipeline(info, c, kCudaFastExpRelError, kCudaFastExpAbsError)
-                                   : black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
-    if (dev == Device::cuda) p.scale_rel_error = kCudaScaleLog2RelError;
+    ref::AttentionPipeline p =
+        dev == Device::cuda
+            ? black_box_attention_pipeline(info, c, kCudaFastExpRelError, kCudaFastExpAbsError, {}, true)
+            : black_box_attention_pipeline(info, c, kExpU20RelError, kExpU20AbsError);
     std::string why;
     const auto took = torch_ops::sdpa_choice(dev, b, f, c, how, &why);
     p.name = "sdpa:" + took.value_or("none") + " black-box";

@@ -69,11 +69,6 @@ _broken_cuda: dict[str, tuple[str, str]] = {}
 CUDA_FAST_MATH = {"exp_error_ulps": 64, "flush_exp": True, "exp2_scale": True}
 
 
-def scale_rel_error(exp2_scale: bool) -> float:
-    """The scale error handed to the bounds: CUDA's 4u + 4u² for exp2_scale, else -1 (the pipeline's own 2u + 2u²)."""
-    return _core.CUDA_SCALE_LOG2_REL_ERROR if exp2_scale else -1.0
-
-
 def _is_cuda_error(e: BaseException) -> bool:
     text = f"{type(e).__name__}: {e}"
     return "CUDA error" in text or "AcceleratorError" in text or "cudaError" in text
@@ -331,7 +326,7 @@ class AttentionKernel(_Kernel):
         self._core = _core.AttentionKernel(
             self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
             max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
-            self.accumulate, self.pv_accumulate, scale_rel_error(exp2_scale),
+            self.accumulate, self.pv_accumulate, exp2_scale,
             _weak(self._run_batch) if batch_fn is not None else None,
             _weak(self._batch_supports) if batch_supports is not None else None)
 

@@ -4,7 +4,7 @@ own: |kernel − oracle.exact| <= bound, elementwise."""
 from __future__ import annotations
 
 from . import _core
-from ._kernel import _torch, format_of, scale_rel_error
+from ._kernel import _torch, format_of
 from .oracle import _doubles, _fmt
 
 
@@ -27,5 +27,5 @@ def attention(q, k, v, call, format=None, *, exp_error_ulps=1, flush_exp=True, e
     torch = _torch()
     rel = max(exp_error_ulps, 1) * 2.0**-23
     b = _core.bound_attention(_doubles("q", q), _doubles("k", k), _doubles("v", v), call, _fmt(format, q), rel,
-                              _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, scale_rel_error(exp2_scale))
+                              _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, bool(exp2_scale))
     return torch.tensor(b, dtype=torch.float64).view(call.n_q, call.n_heads, call.d_v)

@@ -87,11 +87,9 @@ KernelSpec spec_of(const std::string& name, const std::string& format, nb::objec
 }  // namespace
 
 kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
-                                          double scale_rel_error, nb::object batch_runner, nb::object batch_supports) {
+                                          bool exp2_scale, nb::object batch_runner, nb::object batch_supports) {
   if (!(exp_rel_error >= 0) || !std::isfinite(exp_rel_error) || !(exp_abs_error >= 0) || !std::isfinite(exp_abs_error))
     throw std::invalid_argument("exp_error_ulps / flush: the exp budget must be finite and >= 0");
-  if (!std::isfinite(scale_rel_error) || scale_rel_error >= 0x1p-10)
-    throw std::invalid_argument("exp2_scale: the scale error must be finite and below 2^-10 (< 0: the pipeline's own)");
   kernels::AttentionKernel k;
   k.info = info_of(s);
   const std::string name = k.info.name;
@@ -105,9 +103,9 @@ kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_er
   };
   const kernels::KernelInfo info = k.info;
   const kernels::DeclaredAcc declared = s.declared;
-  k.pipeline = [info, exp_rel_error, exp_abs_error, scale_rel_error, declared](const AttentionCall& c) {
-    ref::AttentionPipeline p = kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error, declared);
-    if (scale_rel_error >= 0.0) p.scale_rel_error = scale_rel_error;
+  k.pipeline = [info, exp_rel_error, exp_abs_error, declared, exp2_scale](const AttentionCall& c) {
+    ref::AttentionPipeline p =
+        kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error, declared, exp2_scale);
     p.name = "python " + p.name;
     return p;
   };
@@ -174,26 +172,22 @@ void bind_kernels(nb::module_& m) {
   m.attr("EXP_U20_REL_ERROR") = kernels::kExpU20RelError;
   m.attr("EXP_FLUSH_ABS_ERROR") = kernels::kExpU20AbsError;
   m.attr("CUDA_FAST_EXP_REL_ERROR") = kernels::kCudaFastExpRelError;
-  m.attr("CUDA_FAST_EXP_ABS_ERROR") = kernels::kCudaFastExpAbsError;
-  m.attr("CUDA_SCALE_LOG2_REL_ERROR") = kernels::kCudaScaleLog2RelError;
-  m.attr("CUDA_RSQRT_REL_ERROR") = kernels::kCudaRsqrtRelError;
   m.attr("RSQRT_TWO_ROUNDINGS_REL_ERROR") = kernels::kRsqrtTwoRoundingsRelError;
   nb::class_<kernels::AttentionKernel>(m, "AttentionKernel")
       .def(
           "__init__",
           [](kernels::AttentionKernel* self, const std::string& name, const std::string& format, nb::object runner,
              nb::object supports, bool cache_invariant, bool deterministic, double exp_rel_error, double exp_abs_error,
-             const std::string& mirrors, const std::string& acc, const std::string& pv_acc, double scale_rel_error,
+             const std::string& mirrors, const std::string& acc, const std::string& pv_acc, bool exp2_scale,
              nb::object batch_runner, nb::object batch_supports) {
-            new (self)
-                kernels::AttentionKernel(attention_kernel(spec_of(name, format, std::move(runner), std::move(supports),
-                                                                  cache_invariant, deterministic, mirrors, acc, pv_acc),
-                                                          exp_rel_error, exp_abs_error, scale_rel_error,
-                                                          std::move(batch_runner), std::move(batch_supports)));
+            new (self) kernels::AttentionKernel(attention_kernel(
+                spec_of(name, format, std::move(runner), std::move(supports), cache_invariant, deterministic, mirrors,
+                        acc, pv_acc),
+                exp_rel_error, exp_abs_error, exp2_scale, std::move(batch_runner), std::move(batch_supports)));
           },
           nb::arg("name"), nb::arg("format"), nb::arg("runner"), nb::arg("supports").none(), nb::arg("cache_invariant"),
           nb::arg("deterministic"), nb::arg("exp_rel_error"), nb::arg("exp_abs_error"), nb::arg("mirrors") = "",
-          nb::arg("acc") = "f32", nb::arg("pv_acc") = "", nb::arg("scale_rel_error") = -1.0,
+          nb::arg("acc") = "f32", nb::arg("pv_acc") = "", nb::arg("exp2_scale") = false,
           nb::arg("batch_runner").none() = nb::none(), nb::arg("batch_supports").none() = nb::none())
       .def_prop_ro("name", [](const kernels::AttentionKernel& k) { return k.info.name; })
       .def("supports", [](const kernels::AttentionKernel& k, const AttentionCall& c) { return k.supports(c); })

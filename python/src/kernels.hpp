@@ -21,14 +21,13 @@ struct KernelSpec {
   std::string mirrors;
 };
 
-// exp budget: relative (fp32 ulps · 2^-23) and absolute (a flush of e^x below 2^-125 to 0, or 0). scale_rel_error:
-// the relative error of the scale the kernel effectively applies; < 0 keeps the black-box pipeline's own (2u + 2u²),
-// kernels::kCudaScaleLog2RelError for a kernel that folds the scale with log2 e and calls exp2 (exp2_scale=True).
+// exp budget: relative (fp32 ulps · 2^-23) and absolute (a flush of e^x below 2^-125 to 0, or 0). exp2_scale: the
+// kernel folds the scale with log2 e and calls exp2 (kernels::black_box_attention_pipeline).
 // batch_runner: None, or batch_runner([(call, q, k_cache, v_cache), ...]) -> [float32 CPU tensor, ...], one batched
 // decode launch (AttentionKernel::run_batch; python/kvconf/_kernel.py wraps the user's batch_fn); batch_supports:
 // None, or batch_supports([call, ...]) -> None | reason (AttentionKernel::supports_batch).
 kernels::AttentionKernel attention_kernel(const KernelSpec& s, double exp_rel_error, double exp_abs_error,
-                                          double scale_rel_error = -1.0, nb::object batch_runner = nb::none(),
+                                          bool exp2_scale = false, nb::object batch_runner = nb::none(),
                                           nb::object batch_supports = nb::none());
 kernels::GemmKernel gemm_kernel(const KernelSpec& s);
 kernels::NormKernel norm_kernel(const KernelSpec& s, double rsqrt_rel_error);

@@ -96,17 +96,17 @@ void bind_oracle(nb::module_& m) {
       },
       nb::arg("k"), nb::arg("sum_abs"), nb::arg("format"));
   // The per-element bound (n_q, n_heads, d_v) of a black-box attention kernel in `format` with the given exp budget
-  // and scale error (< 0: the pipeline's own) (docs/TOLERANCES.md §10), on these inputs.
+  // and scale (exp2_scale: folded with log2 e) (docs/TOLERANCES.md §10), on these inputs.
   m.def(
       "bound_attention",
       [](const Doubles& q, const Doubles& k, const Doubles& v, const kernels::AttentionCall& c,
-         const std::string& format, double exp_rel_error, double exp_abs_error, double scale_rel_error) {
+         const std::string& format, double exp_rel_error, double exp_abs_error, bool exp2_scale) {
         const Format f = format_arg(format, "format");
         const ref::AttentionResult r = attention(q, k, v, c, f);
         kernels::KernelInfo info;
         info.in = info.out = f;
-        ref::AttentionPipeline p = kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error);
-        if (scale_rel_error >= 0.0) p.scale_rel_error = scale_rel_error;
+        const ref::AttentionPipeline p =
+            kernels::black_box_attention_pipeline(info, c, exp_rel_error, exp_abs_error, {}, exp2_scale);
         const auto& s = c.shape;
         std::vector<double> b(s.n_q * s.n_heads * s.d_v);
         for (std::size_t i = 0; i < s.n_q; ++i)
@@ -117,7 +117,7 @@ void bind_oracle(nb::module_& m) {
         return b;
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("call"), nb::arg("format"), nb::arg("exp_rel_error"),
-      nb::arg("exp_abs_error"), nb::arg("scale_rel_error") = -1.0);
+      nb::arg("exp_abs_error"), nb::arg("exp2_scale") = false);
   // An AttentionCall of the caller's own (the oracle and bounds on their shapes).
   m.def(
       "attention_call",

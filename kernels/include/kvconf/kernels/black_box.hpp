@@ -50,10 +50,12 @@ GemmPath black_box_gemm_path(Format in, Format out, Format acc = Format::fp32);
 NormPath black_box_norm_path(Format in, Format acc = Format::fp32);
 // ref::black_box_pipeline for the keys this call can see at most (its window or n_kv), q·k accumulated in
 // `declared.acc` and P·V in `declared.pv`; the pipeline's name says which are not fp32 ("black-box + fp16 PV
-// accumulator").
+// accumulator"). exp2_scale: the kernel folds the scale with log2 e and calls exp2 (PyTorch's CUDA SDPA backends, a
+// plugin's KVCONF_FLAG_EXP2_SCALE, a Python kernel's exp2_scale=True), charged as kCudaScaleLog2RelError instead of
+// the pipeline's own 2u + 2u².
 ref::AttentionPipeline black_box_attention_pipeline(const KernelInfo& info, const AttentionCall& call,
                                                     double exp_rel_error, double exp_abs_error,
-                                                    DeclaredAcc declared = {});
+                                                    DeclaredAcc declared = {}, bool exp2_scale = false);
 
 // The black-box probes: cpu.gemm.g1, cpu.norm.r1 and cpu.attn.a1_flash2 of each format (deterministic CPU arithmetic)
 // described with each black-box path or pipeline kvconf hands out (GEMM; RMSNorm with two-rounding or CUDA rsqrt;
