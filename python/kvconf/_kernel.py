@@ -339,13 +339,18 @@ class AttentionKernel(_Kernel):
                 + (", P rounded to the input format before PV" if self.format != "f32" else "")
                 + f", one rounding to {self.format}")
 
-    def _run(self, call, q, k_cache, v_cache):
+    def _call_inputs(self, call, q, k_cache, v_cache):
+        """One call's inputs on the kernel's device, and whether its caches were finite (NaN poison excepted)."""
         torch = _torch()
         cap = call.capacity
         finite = bool(torch.isfinite(k_cache).all()) and bool(torch.isfinite(v_cache).all())
         ins = self._inputs([("q", q, (call.n_q, call.n_heads, call.d)),
                             ("k_cache", k_cache, (cap, call.n_kv_heads, call.d)),
                             ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
+        return ins, finite
+
+    def _run(self, call, q, k_cache, v_cache):
+        ins, finite = self._call_inputs(call, q, k_cache, v_cache)
         out = self._invoke([t for _, t in ins] + [call], {})
         return self._result(out, (call.n_q, call.n_heads, call.d_v), ins, finite)
 
@@ -357,15 +362,11 @@ class AttentionKernel(_Kernel):
 
     def _run_batch(self, items):
         """[(call, q, k_cache, v_cache)] as kvconf's float32 views -> [float32 CPU output], through batch_fn."""
-        torch = _torch()
         batch, inputs, finite = [], [], []
         for call, q, k_cache, v_cache in items:
-            cap = call.capacity
-            finite.append(bool(torch.isfinite(k_cache).all()) and bool(torch.isfinite(v_cache).all()))
-            ins = self._inputs([("q", q, (call.n_q, call.n_heads, call.d)),
-                                ("k_cache", k_cache, (cap, call.n_kv_heads, call.d)),
-                                ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
+            ins, fin = self._call_inputs(call, q, k_cache, v_cache)
             inputs.append(ins)
+            finite.append(fin)
             batch.append(tuple(t for _, t in ins) + (call,))
         outs = self._invoke([batch], {}, fn=self.batch_fn)
         if not isinstance(outs, (list, tuple)) or len(outs) != len(items):
