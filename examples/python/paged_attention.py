@@ -11,26 +11,22 @@ import torch
 from sdpa_attention import sdpa_attention, visible
 
 
-def pages_needed(call, page_size):
-    return -(-call.n_kv // page_size)  # the pages holding rows 0 .. n_kv - 1
+def gather(pages, table, n):
+    """pages (n_pages, page, H_kv, dim), table (pages,) -> (n, H_kv, dim): rows 0 .. n - 1 in logical order, from
+    the pages holding them."""
+    used = table[:-(-n // pages.shape[1])].long()
+    return pages[used].reshape(-1, *pages.shape[2:])[:n]
 
 
 def paged_sdpa_attention(q, k_pages, v_pages, block_table, call):
     """q (n_q, H, d); k_pages (n_pages, page, H_kv, d); v_pages (n_pages, page, H_kv, d_v); block_table (pages,)."""
-    used = block_table[:pages_needed(call, k_pages.shape[1])].long()
-
-    def gather(pages):  # -> (n_kv, H_kv, dim): the sequence's rows in logical order
-        return pages[used].reshape(-1, *pages.shape[2:])[:call.n_kv]
-    return sdpa_attention(q, gather(k_pages), gather(v_pages), call)
+    return sdpa_attention(q, gather(k_pages, block_table, call.n_kv), gather(v_pages, block_table, call.n_kv), call)
 
 
 def unmapped_attention(q, k_pages, v_pages, block_table, call):
     """BUG: logical page i read from physical page i (block_table ignored)."""
-    n = pages_needed(call, k_pages.shape[1])
-
-    def gather(pages):
-        return pages[:n].reshape(-1, *pages.shape[2:])[:call.n_kv]
-    return sdpa_attention(q, gather(k_pages), gather(v_pages), call)
+    identity = torch.arange(len(block_table))
+    return sdpa_attention(q, gather(k_pages, identity, call.n_kv), gather(v_pages, identity, call.n_kv), call)
 
 
 def decode_row(q_row, k, v, call):
@@ -51,11 +47,8 @@ def paged_decode_step(q, k_pages, v_pages, block_tables, seq_lens, calls):
     outs = []
     for b, call in enumerate(calls):
         n = int(seq_lens[b])
-        used = block_tables[b, :-(-n // k_pages.shape[1])].long()
-
-        def gather(pages):
-            return pages[used].reshape(-1, *pages.shape[2:])[:n]
-        outs.append(decode_row(q[b:b + 1], gather(k_pages), gather(v_pages), call))
+        outs.append(decode_row(q[b:b + 1], gather(k_pages, block_tables[b], n), gather(v_pages, block_tables[b], n),
+                               call))
     return torch.cat(outs)
 
 

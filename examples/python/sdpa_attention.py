@@ -20,18 +20,21 @@ def visible(call, n_q, n_kv):
     return see
 
 
+def repeat_kv(t, heads):
+    """(B, H_kv, n, dim) -> (B, H, n, dim): each KV head repeated for its group of query heads (HF's repeat_kv)."""
+    b, kv_heads, n, dim = t.shape
+    rep = heads // kv_heads
+    return t if rep == 1 else t.unsqueeze(2).expand(b, kv_heads, rep, n, dim).reshape(b, heads, n, dim)
+
+
 def sdpa_attention(q, k_cache, v_cache, call):
     """q: (n_q, H, d); k_cache: (capacity, H_kv, d); v_cache: (capacity, H_kv, d_v) -> (n_q, H, d_v)."""
     n_q, heads, _ = q.shape
-    n_kv, kv_heads = call.n_kv, call.n_kv_heads
+    n_kv = call.n_kv
     qt = q.unsqueeze(0).transpose(1, 2)  # (1, H, n_q, d), strided as an engine's view
 
     def cache(c):  # (capacity, H_kv, dim) -> (1, H, n_kv, dim): the filled rows only, GQA heads repeated
-        t = c[:n_kv].unsqueeze(0).transpose(1, 2).contiguous()  # (1, H_kv, n_kv, dim)
-        rep = heads // kv_heads
-        if rep == 1:
-            return t
-        return t.unsqueeze(2).expand(1, kv_heads, rep, n_kv, t.shape[-1]).reshape(1, heads, n_kv, t.shape[-1])
+        return repeat_kv(c[:n_kv].unsqueeze(0).transpose(1, 2).contiguous(), heads)  # from (1, H_kv, n_kv, dim)
 
     see = visible(call, n_q, n_kv)
     mask, is_causal = see.to(q.device), False
@@ -49,16 +52,13 @@ def sdpa_batched_decode(batch):
     batch is a list of (q (1, H, d), k_cache, v_cache, call) with different n_kv; each cache's filled rows are
     left-padded with zeros to the longest and the padding masked out. Returns each sequence's (1, H, d_v), in order."""
     longest = max(call.n_kv for *_, call in batch)
-    heads, kv_heads = batch[0][0].shape[1], batch[0][3].n_kv_heads
+    heads = batch[0][0].shape[1]
 
     def padded(c, n):  # (capacity, H_kv, dim) -> (longest, H_kv, dim): the filled rows at the end
         return torch.nn.functional.pad(c[:n], (0, 0, 0, 0, longest - n, 0))
 
     def heads_of(t):  # (B, longest, H_kv, dim) -> (B, H, longest, dim), GQA heads repeated
-        t = t.transpose(1, 2).contiguous()
-        rep = heads // kv_heads
-        return t if rep == 1 else t.unsqueeze(2).expand(-1, kv_heads, rep, -1, -1).reshape(len(batch), heads,
-                                                                                              longest, t.shape[-1])
+        return repeat_kv(t.transpose(1, 2).contiguous(), heads)
     q = torch.stack([q for q, *_ in batch]).transpose(1, 2)                                # (B, H, 1, d)
     k = heads_of(torch.stack([padded(kc, call.n_kv) for _, kc, _, call in batch]))      # (B, H, longest, d)
     v = heads_of(torch.stack([padded(vc, call.n_kv) for _, _, vc, call in batch]))      # (B, H, longest, d_v)
@@ -85,6 +85,23 @@ def forced(backend, fn=None):
     return attention
 
 
+def zeros_for(call, dtype, device):
+    """(q, k_cache, v_cache) of zeros shaped as kvconf hands them to a kernel for this call."""
+    def z(rows, heads, dim):
+        return torch.zeros(rows, heads, dim, dtype=dtype, device=device)
+    return z(call.n_q, call.n_heads, call.d), z(call.capacity, call.n_kv_heads, call.d), \
+        z(call.capacity, call.n_kv_heads, call.d_v)
+
+
+def refusal(what, run):
+    """None when run() works; else SDPA's refusal under the forced backend (its first line), for `what`."""
+    try:
+        run()
+    except RuntimeError as e:
+        return f"SDPA takes no forced backend for {what}: " + str(e).splitlines()[0]
+    return None
+
+
 def forced_supports(backend, dtype, device):
     """supports= for forced(backend): no softcap, and whatever SDPA refuses under that backend (on CUDA flash and
     cuDNN take no fp32, flash no explicit mask), asked as kvconf's C++ kernels ask it: the call on zeros, once per
@@ -99,13 +116,7 @@ def forced_supports(backend, dtype, device):
         key = (call.n_q, call.n_kv, call.n_heads, call.n_kv_heads, call.d, call.d_v, call.capacity, call.q_offset,
                call.causal, call.window)
         if key not in answers:
-            zeros = lambda rows, heads, dim: torch.zeros(rows, heads, dim, dtype=dtype, device=device)  # noqa: E731
-            try:
-                attention(zeros(call.n_q, call.n_heads, call.d), zeros(call.capacity, call.n_kv_heads, call.d),
-                          zeros(call.capacity, call.n_kv_heads, call.d_v), call)
-                answers[key] = None
-            except RuntimeError as e:
-                answers[key] = "SDPA takes no forced backend for this call: " + str(e).splitlines()[0]
+            answers[key] = refusal("this call", lambda: attention(*zeros_for(call, dtype, device), call))
         return answers[key]
     return supports
 
@@ -116,11 +127,5 @@ def forced_batch_supports(backend, dtype, device):
     step = forced(backend, sdpa_batched_decode)
 
     def supports(calls):
-        zeros = lambda rows, heads, dim: torch.zeros(rows, heads, dim, dtype=dtype, device=device)  # noqa: E731
-        try:
-            step([(zeros(1, c.n_heads, c.d), zeros(c.capacity, c.n_kv_heads, c.d),
-                   zeros(c.capacity, c.n_kv_heads, c.d_v), c) for c in calls])
-        except RuntimeError as e:
-            return "SDPA takes no forced backend for this padded batch: " + str(e).splitlines()[0]
-        return None
+        return refusal("this padded batch", lambda: step([(*zeros_for(c, dtype, device), c) for c in calls]))
     return supports
