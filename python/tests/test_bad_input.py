@@ -16,6 +16,10 @@ def case():
     return kvconf.attention_cases("quick")[0]
 
 
+# A device that looks like CUDA to kvconf (the simulated CUDA errors below: no GPU needed).
+CUDA_LIKE = type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})()
+
+
 def kernel(fn, **kw):
     kw.setdefault("dtype", torch.float16)
     return kvconf.AttentionKernel(fn, name="bad", **kw)
@@ -130,12 +134,11 @@ def test_a_broken_cuda_context_is_reported_on_every_later_case(monkeypatch):
     k = kernel(lambda q, kc, vc, call: (_ for _ in ()).throw(RuntimeError("CUDA error: an illegal memory access")))
     monkeypatch.setattr(k, "device", torch.device("cpu"))
     monkeypatch.setattr(_kernel, "_is_cuda_error", lambda e: True)
-    cuda_like = type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})()
     orig_invoke = k._invoke
 
     def invoke(args, kwargs):
         real = k.device
-        k.device = cuda_like
+        k.device = CUDA_LIKE
         try:
             return orig_invoke(args, kwargs)
         finally:
@@ -157,8 +160,7 @@ def test_a_cuda_error_in_kvconfs_own_copies_fails_the_case_and_later_ones(monkey
     from kvconf import _kernel
     monkeypatch.setattr(_kernel, "_broken_cuda", {})
     k = kernel(sdpa_attention)
-    cuda_like = type("CudaLike", (), {"type": "cuda", "index": 0, "__str__": lambda s: "cuda:0"})()
-    monkeypatch.setattr(k, "device", cuda_like)
+    monkeypatch.setattr(k, "device", CUDA_LIKE)
     monkeypatch.setattr(k, "_device_reason", lambda: None)
 
     def sticky(flat, shape):
