@@ -65,8 +65,10 @@ else
   scripts/llama_cpp.sh python3 || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
 fi
 
+start=$(date +%s)
 cmake --preset "$preset"
 cmake --build --preset "$preset" -j "${KVCONF_JOBS:-2}"
+echo "setup.sh: configured and built preset $preset in $(( $(date +%s) - start )) s"
 
 # The Python package kvconf into .venv (pyproject.toml, docs/PYTHON.md): built from this tree by the venv's pinned
 # scikit-build-core and nanobind, in build/pip/ (kept, so a second run recompiles only what changed).
