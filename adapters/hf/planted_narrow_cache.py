@@ -25,6 +25,15 @@ def narrow_cache(model):
     return NarrowCache(config=model.config)
 
 
+def main(argv=None) -> int:
+    """kvconf_hf_trace.py's main with the narrow cache planted (and removed again: the test calls it in-process)."""
+    run_path = hf.run_path
+    hf.run_path = functools.partial(run_path, cache_factory=narrow_cache)
+    try:
+        return hf.main(argv)
+    finally:
+        hf.run_path = run_path
+
+
 if __name__ == "__main__":
-    hf.run_path = functools.partial(hf.run_path, cache_factory=narrow_cache)
-    sys.exit(hf.main())
+    sys.exit(main())

@@ -39,9 +39,19 @@ class BatchPaddingLeaks(hf_scenarios.Hooks):
 FAULTS = {"prefix_row_short": PrefixRowShort, "chunk_boundary_skip": ChunkBoundarySkip,
           "batch_padding_leaks": BatchPaddingLeaks}
 
-if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in FAULTS:
+def main(argv) -> int:
+    """argv: FAULT then kvconf_hf_trace.py's options; the fault is planted for this run only (the test calls it
+    in-process)."""
+    if len(argv) < 1 or argv[0] not in FAULTS:
         print(f"planted_scenario_faults: the first argument must be one of {', '.join(FAULTS)}", file=sys.stderr)
-        sys.exit(2)
-    hf_scenarios.HOOKS = FAULTS[sys.argv[1]]()
-    sys.exit(hf.main(sys.argv[2:]))
+        return 2
+    hooks = hf_scenarios.HOOKS
+    hf_scenarios.HOOKS = FAULTS[argv[0]]()
+    try:
+        return hf.main(argv[1:])
+    finally:
+        hf_scenarios.HOOKS = hooks
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -3,7 +3,9 @@
 # `kvconf check --dir --model` (exit 0: every rule passes), with the paths the sides reported checked
 # (scenario_path), restore bitwise and the cached K/V compared (cached_kv); then the planted narrow cache
 # (planted_narrow_cache.py) must fail cached_kv, and each planted scenario fault (planted_scenario_faults.py) the rule
-# that names it. Prints each scenario's verdicts.
+# that names it. Prints each scenario's verdicts. The ten adapter runs share this process (their scripts' main()s,
+# called as their command lines would be): one import of torch and transformers instead of ten, about 5 s each here;
+# the command line itself is HfAdapter's test (test_hf_trace.py).
 """Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
 import argparse
 import json
@@ -14,6 +16,14 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import kvconf_hf_trace  # noqa: E402
+import planted_narrow_cache  # noqa: E402
+import planted_scenario_faults  # noqa: E402
+
+SCRIPTS = {"kvconf_hf_trace.py": kvconf_hf_trace.main, "planted_narrow_cache.py": planted_narrow_cache.main,
+           "planted_scenario_faults.py": planted_scenario_faults.main}
 
 
 def main() -> int:
@@ -27,10 +37,12 @@ def main() -> int:
     model = os.path.join(a.fixtures, "models", "llama2-tiny")
     failures = []
     def adapter(script, scenario, folder, *first):
-        subprocess.run([sys.executable, os.path.join(HERE, script), *first, "--model", model, "--prompts",
-                        os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2", "--max-new-tokens", "8",
-                        "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario, "--chunk", "5",
-                        "--at-step", "3", "--kv", "--out", folder], check=True, capture_output=True, text=True)
+        argv = [*first, "--model", model, "--prompts", os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2",
+                "--max-new-tokens", "8", "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario,
+                "--chunk", "5", "--at-step", "3", "--kv", "--out", folder]
+        rc = SCRIPTS[script](argv)
+        if rc != 0:
+            raise SystemExit(f"{script} {' '.join(argv)} exited {rc}")
 
     for scenario in ("cache", "prefix", "chunked", "refill", "restore", "batch"):
         adapter("kvconf_hf_trace.py", scenario, traces)
