@@ -37,15 +37,20 @@ if ! "$python" -m pip download -q --disable-pip-version-check --no-deps --no-bin
 fi
 tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work" "llama_cpp_python-$version/vendor/llama.cpp"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
+fail() {  # the last lines of a failed step's log, and which step
+  tail -n 40 "$work/$1.log" >&2
+  echo "llama_cpp.sh: llama.cpp's $1 step failed (the last 40 lines of $work/$1.log above)" >&2
+}
 rm -f "$src/.git"  # a submodule pointer into the sdist author's checkout: build-info would call git on it
 # CPU only, shared libraries, no tools/examples/tests/server/network; the build number names the bundled commit.
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_PREFIX="$PWD/$prefix" \
   -DCMAKE_INSTALL_LIBDIR=lib -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
   -DGGML_OPENMP=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF \
-  -DLLAMA_BUILD_NUMBER=0 -DLLAMA_BUILD_COMMIT=0c1e570 >/dev/null
-cmake --build "$work/build" -j "$jobs" >/dev/null
-cmake --install "$work/build" >/dev/null
+  -DLLAMA_BUILD_NUMBER=0 -DLLAMA_BUILD_COMMIT=0c1e570 >"$work/configure.log" 2>&1 || { fail configure; exit 1; }
+# Its compiler warnings (ggml's AVX-512 intrinsics: about 14,000 lines) stay in the log, shown only if it fails.
+cmake --build "$work/build" -j "$jobs" >"$work/build.log" 2>&1 || { fail build; exit 1; }
+cmake --install "$work/build" >"$work/install.log" 2>&1 || { fail install; exit 1; }
 # The converter llama.cpp ships, with the two folders it imports (conversion/, gguf-py/), and ggml's private CPU
 # headers are not needed: the plugin uses the public ggml.h / ggml-cpu.h / ggml-backend.h installed above.
 mkdir -p "$prefix/share/convert"
