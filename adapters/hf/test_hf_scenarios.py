@@ -22,9 +22,6 @@ import kvconf_hf_trace  # noqa: E402
 import planted_narrow_cache  # noqa: E402
 import planted_scenario_faults  # noqa: E402
 
-SCRIPTS = {"kvconf_hf_trace.py": kvconf_hf_trace.main, "planted_narrow_cache.py": planted_narrow_cache.main,
-           "planted_scenario_faults.py": planted_scenario_faults.main}
-
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -36,16 +33,16 @@ def main() -> int:
     traces = os.path.join(a.out, "traces")
     model = os.path.join(a.fixtures, "models", "llama2-tiny")
     failures = []
-    def adapter(script, scenario, folder, *first):
+    def adapter(script_main, scenario, folder, *first):
         argv = [*first, "--model", model, "--prompts", os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2",
                 "--max-new-tokens", "8", "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario,
                 "--chunk", "5", "--at-step", "3", "--kv", "--out", folder]
-        rc = SCRIPTS[script](argv)
+        rc = script_main(argv)
         if rc != 0:
-            raise SystemExit(f"{script} {' '.join(argv)} exited {rc}")
+            raise SystemExit(f"{script_main.__module__}.py {' '.join(argv)} exited {rc}")
 
     for scenario in ("cache", "prefix", "chunked", "refill", "restore", "batch"):
-        adapter("kvconf_hf_trace.py", scenario, traces)
+        adapter(kvconf_hf_trace.main, scenario, traces)
     out = os.path.join(a.out, "check")
     p = subprocess.run([a.kvconf, "check", "--dir", traces, "--model", model, "--out", out], capture_output=True,
                        text=True)
@@ -90,14 +87,14 @@ def main() -> int:
 
     # The planted narrow cache: the cache-ON side keeps K/V with bf16's 8 significand bits.
     folder = os.path.join(a.out, "narrow_cache")
-    adapter("planted_narrow_cache.py", "cache", folder)
+    adapter(planted_narrow_cache.main, "cache", folder)
     planted("narrow cache", folder, "cached_kv", "layer 0 row")
     # The planted scenario faults (planted_scenario_faults.py): each must fail the rule that names it.
     for fault, scenario, rule in (("prefix_row_short", "prefix", "scenario_path"),
                                   ("chunk_boundary_skip", "chunked", "scenario_path"),
                                   ("batch_padding_leaks", "batch", "perturbation_rounding_sized")):
         folder = os.path.join(a.out, fault)
-        adapter("planted_scenario_faults.py", scenario, folder, fault)
+        adapter(planted_scenario_faults.main, scenario, folder, fault)
         planted(fault, folder, rule)
     for f in failures:
         print("FAIL:", f)
