@@ -8,7 +8,7 @@
 #   scripts/gpu_run.sh --plan [--build-dir DIR]        # each stage's command; ctest stages must select tests
 #
 # Stages: build, new, fast, golden, pybench, decode, slow (all: every one, in that order; 9 files, one more than a
-# device call brings back: there, run build..pybench, then decode slow). ctest runs each test selection with JUnit to
+# device call brings back: split them over two calls, docs/GPU.md). ctest runs each test selection with JUnit to
 # DIR/junit-<stage>.xml; DIR/summary.txt has one line per stage (rc, seconds, ctest's count).
 set -uo pipefail
 
@@ -21,11 +21,11 @@ PREPARE=0
 STAGES=()
 ALL=(build new fast golden pybench decode slow)
 
-# Tests that are new or changed since the last GPU run recorded in docs/GPU.md (the third, tree 2d7db4a): the
-# scenario suites, batch invariance of every GPU kernel suite, torch CUDA (batch rules, the flash on/off fallback)
-# and the Python CUDA path. Update it when docs/GPU.md records a run.
-NEW_RE='^Cuda/ScenarioConformance|^Cuda/AttentionBatchInvariance|BatchInvariant|^TorchCuda/|^Python/cuda$'
-# The slow cases the third run did not finish, first among the slow ones.
+# Tests that are new or changed since the last GPU run recorded in docs/GPU.md (the fourth, tree 111cafe): the Python
+# CUDA path, which that run left unfinished (one process then; now one CTest case per SDPA backend and one for the
+# rest). Update it when docs/GPU.md records a run.
+NEW_RE='^Python/cuda_'
+# The slow cases the third run did not finish (the fourth ran no slow case), first among the slow ones.
 UNFINISHED_RE='^Cuda/Fp32Conformance.*(mistral_tiny__cuda_fp32__topp|gemma2_tiny).*__Slow'
 UNFINISHED_RE+='|^Cuda/InvariantConformance.*__Slow'
 
@@ -168,8 +168,10 @@ for s in "${STAGES[@]}"; do
     new | fast)
       # shellcheck disable=SC2046  # the selection is words
       ctest_stage "$s" "$t" $(ctest_sel "$s")
-      # Python/cuda's own JUnit (its per-case properties), at once: a later stage may be cut off
-      [[ -f $BUILD/pytest-xml/cuda.xml ]] && cp "$BUILD/pytest-xml/cuda.xml" "$OUT/pytest-cuda.xml" ;;
+      # the Python/cuda_* cases' own JUnit (their per-case properties) in one file, at once: a later stage may be cut
+      # off (one file: a device call brings back 8)
+      (cd "$BUILD/pytest-xml" 2>/dev/null && compgen -G 'cuda_*.xml' >/dev/null &&
+        tar czf "$OUT/pytest-cuda.tgz" cuda_*.xml) ;;
     slow)  # the cases the last run did not finish first, then the rest
       # shellcheck disable=SC2046
       ctest_stage slow-first "$t" $(ctest_sel slow-first)

@@ -1,10 +1,13 @@
 """The C++ conformance suites as a reference for the Python path: runs one of them (KVCONF_SUITES_DIR, set by CTest)
 with --gtest_output=xml and compares the error and bound it recorded (17 significant digits) with a Python Report's,
 bit for bit. Used by test_parity (Torch/, libtorch on the CPU) and test_cuda (TorchCuda/, PyTorch's CUDA kernels)."""
+import fnmatch
 import os
 import re
 import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 SUITES = os.environ.get("KVCONF_SUITES_DIR")
 
@@ -24,22 +27,42 @@ class CxxResults:
         self.ran = ran  # GoogleTest cases that ran (0: the kernel declined the case, as its supports said)
 
 
-def run_suite(exe, test_filter, tmp_path):
-    xml = tmp_path / "out.xml"
-    subprocess.run([os.path.join(SUITES, exe), f"--gtest_filter={test_filter}-*Seeds*", f"--gtest_output=xml:{xml}"],
-                   check=True, capture_output=True, timeout=600)
+_RUNS = {}  # (exe, filters) -> [(full test name, skipped, {property: value})]: one process per filter set
+
+
+def _run(exe, filters):
+    """Runs `exe` once for the GoogleTest filters asked together and keeps what each test case recorded."""
+    key = (exe, filters)
+    if key not in _RUNS:
+        with tempfile.TemporaryDirectory() as tmp:
+            xml = Path(tmp) / "out.xml"
+            subprocess.run([os.path.join(SUITES, exe), f"--gtest_filter={':'.join(filters)}-*Seeds*",
+                            f"--gtest_output=xml:{xml}"], check=True, capture_output=True, timeout=600)
+            cases = []
+            for tc in ET.parse(xml).getroot().iter("testcase"):
+                skipped = tc.get("result") == "skipped" or tc.find("skipped") is not None
+                props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+                props.update({k: v for k, v in tc.attrib.items() if re.search(r"\.(error|bound)$", k)})
+                cases.append((f"{tc.get('classname')}.{tc.get('name')}", skipped, props))
+        _RUNS[key] = cases
+    return _RUNS[key]
+
+
+def run_suite(exe, test_filter, together=()):
+    """What the C++ program `exe` recorded for the test cases `test_filter` selects (a GoogleTest pattern). `together`
+    names the filters later calls will ask of the same program: one process runs them all (a suite program takes
+    seconds to load libtorch and CUDA) and later calls read its results."""
+    filters = tuple(sorted({test_filter, *together}))
     values, known, ran = {}, set(), 0
-    for tc in ET.parse(xml).getroot().iter("testcase"):
-        if tc.get("result") == "skipped" or tc.find("skipped") is not None:
-            continue  # CapacityInvariant: only for kernels claiming cache_invariant, as in check_attention
+    for name, skipped, props in _run(exe, filters):
+        if skipped or not fnmatch.fnmatchcase(name, test_filter):
+            continue  # skipped: CapacityInvariant, only for kernels claiming cache_invariant, as in check_attention
         ran += 1
-        for p in tc.iter("property"):
-            name = p.get("name")
-            if name.endswith(".known_finding"):
-                known.add(name[:-len(".known_finding")])
-            elif name.endswith((".error", ".bound")):
-                values[name] = float(p.get("value"))
-        values.update({k: float(v) for k, v in tc.attrib.items() if re.search(r"\.(error|bound)$", k)})
+        for key, value in props.items():
+            if key.endswith(".known_finding"):
+                known.add(key[:-len(".known_finding")])
+            elif key.endswith((".error", ".bound")):
+                values[key] = float(value)
     assert ran == 0 or values, f"{exe} {test_filter}: cases ran but recorded no error or bound"
     return CxxResults(values, known, ran)
 

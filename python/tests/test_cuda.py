@@ -55,6 +55,13 @@ PARITY_IDS = ["q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
               "q16_kv200_d128_h4_gqa2_causal_win32_cap256_sc0_normal"]
 
 
+def cxx_names(backend, suffix, *suites):
+    """The C++ test cases of one SDPA backend on PARITY_IDS in `suites`: asked of a suite program together, so that
+    each program runs once per kernel instead of once per case."""
+    kernel = f"{KERNEL}attn_sdpa_{backend}_{suffix}"
+    return tuple(f"{SUITE}/{s}.*/{kernel}__{sanitize(c)}" for s in suites for c in PARITY_IDS)
+
+
 def on_device(fn, seen):
     """fn, noting the device of every tensor it is handed (the path ran on the GPU, not on a CPU copy)."""
     def wrapped(*args):
@@ -111,34 +118,35 @@ def test_sdpa_on_cuda_passes_every_default_case(backend, suffix, record_property
 @pytest.mark.parametrize("backend, suffix", [("math", "f32"), ("math", "f16"), ("efficient", "f32"),
                                              ("efficient", "bf16"), ("flash", "f16"), ("cudnn", "bf16")])
 @pytest.mark.parametrize("case_id", PARITY_IDS)
-def test_attention_matches_the_torch_cuda_suites(backend, suffix, case_id, tmp_path):
+def test_attention_matches_the_torch_cuda_suites(backend, suffix, case_id):
     k = attention_kernel(backend, suffix)
     case = kvconf.attention_case(case_id)
     name = f"{SUITE}/AttentionConformance.*/{KERNEL}attn_sdpa_{backend}_{suffix}__{sanitize(case_id)}"
     compare(kvconf.check_attention(k, case, rules=["oracle"]),
-            run_suite(EXE + "attention_oracle_test", name, tmp_path))
+            run_suite(EXE + "attention_oracle_test", name, cxx_names(backend, suffix, "AttentionConformance")))
+    together = cxx_names(backend, suffix, "AttentionConformance", "AttentionBatchInvariance")
     compare(kvconf.check_attention(k, case, rules=["on_off", "chunked", "unused_slots"]),
-            run_suite(EXE + "attention_cache_test", name, tmp_path))
+            run_suite(EXE + "attention_cache_test", name, together))
     # the batch rule: where SDPA declines the padded batch (flash on CUDA: no mask) both sides skip it
     compare(kvconf.check_attention(attention_kernel(backend, suffix, batched=True), case, rules=["batch"]),
             run_suite(EXE + "attention_cache_test", name.replace("AttentionConformance", "AttentionBatchInvariance"),
-                      tmp_path))
+                      together))
 
 
 @pytest.mark.skipif(not SUITES, reason="KVCONF_SUITES_DIR (set by CTest) names the C++ suites' folder")
 @pytest.mark.parametrize("suffix", DTYPES)
-def test_linear_and_norm_match_the_torch_cuda_suites(suffix, tmp_path):
+def test_linear_and_norm_match_the_torch_cuda_suites(suffix):
     g = kvconf.GemmKernel(linear, dtype=DTYPES[suffix], device=DEVICE)
-    for case in kvconf.gemm_cases("default")[:3]:
-        compare(kvconf.check_gemm(g, case), run_suite(
-            EXE + "gemm_test", f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(case.id)}", tmp_path))
+    gemm_names = [f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(c.id)}" for c in kvconf.gemm_cases("default")[:3]]
+    for case, name in zip(kvconf.gemm_cases("default")[:3], gemm_names):
+        compare(kvconf.check_gemm(g, case), run_suite(EXE + "gemm_test", name, gemm_names))
     case = kvconf.projection_cases("default")[0]
     compare(kvconf.check_projection(g, case), run_suite(
-        EXE + "projection_test", f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(case.id)}", tmp_path))
+        EXE + "projection_test", f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(case.id)}"))
     n = kvconf.NormKernel(rms_norm, dtype=DTYPES[suffix], device=DEVICE, rsqrt_error_ulps=RSQRT_ULPS)
-    for case in kvconf.norm_cases("default")[:2]:
-        compare(kvconf.check_norm(n, case), run_suite(
-            EXE + "norm_test", f"{SUITE}/*/{KERNEL}norm_hf_rms_{suffix}__{sanitize(case.id)}", tmp_path))
+    norm_names = [f"{SUITE}/*/{KERNEL}norm_hf_rms_{suffix}__{sanitize(c.id)}" for c in kvconf.norm_cases("default")[:2]]
+    for case, name in zip(kvconf.norm_cases("default")[:2], norm_names):
+        compare(kvconf.check_norm(n, case), run_suite(EXE + "norm_test", name, norm_names))
 
 
 CRASHING = textwrap.dedent("""
