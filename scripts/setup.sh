@@ -16,8 +16,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# Debian packages (DESIGN.md "Build and dependencies"); libbenchmark-dev for the oracle benchmark.
-packages=(cmake g++ make pkg-config libgtest-dev libmpfr-dev libgmp-dev libboost-dev nlohmann-json3-dev
+# Debian packages (DESIGN.md "Build and dependencies"); libbenchmark-dev for the oracle benchmark; ccache so that the
+# Python package's build reuses the main build's objects (cmake/KvconfCcache.cmake).
+packages=(cmake g++ make pkg-config ccache libgtest-dev libmpfr-dev libgmp-dev libboost-dev nlohmann-json3-dev
           libsentencepiece-dev libcli11-dev libfmt-dev libbenchmark-dev libdlpack-dev python3-dev)
 
 if [ "$install" = 1 ]; then
@@ -74,7 +75,12 @@ echo "setup.sh: configured and built preset $preset in $(( $(date +%s) - start )
 # scikit-build-core and nanobind, in build/pip/ (kept, so a second run recompiles only what changed).
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import nanobind, scikit_build_core' 2>/dev/null; then
   start=$(date +%s)
+  command -v ccache >/dev/null && ccache --zero-stats >/dev/null  # to count the package build's hits alone
   CMAKE_BUILD_PARALLEL_LEVEL="${KVCONF_JOBS:-2}" "$venv/bin/python" -m pip install -q --disable-pip-version-check \
     --no-build-isolation --no-deps .
   echo "setup.sh: Python package kvconf installed in $venv in $(( $(date +%s) - start )) s"
+  if command -v ccache >/dev/null; then  # the objects it took from the main build (cmake/KvconfCcache.cmake)
+    echo "setup.sh: ccache during the package build: $(ccache --print-stats | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ {
+      h += $2 } $1 == "cache_miss" { m = $2 } END { printf "%d hits, %d misses", h, m }')"
+  fi
 fi
