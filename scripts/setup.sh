@@ -76,11 +76,14 @@ echo "setup.sh: configured and built preset $preset in $(( $(date +%s) - start )
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import nanobind, scikit_build_core' 2>/dev/null; then
   start=$(date +%s)
   command -v ccache >/dev/null && ccache --zero-stats >/dev/null  # to count the package build's hits alone
-  CMAKE_BUILD_PARALLEL_LEVEL="${KVCONF_JOBS:-2}" "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    --no-build-isolation --no-deps .
+  # CC/CXX as CMake chose them for the main build (scikit-build-core would otherwise take Python's sysconfig g++, and
+  # ccache keys on the compiler's name: no object would be shared); install_test.sh does the same for build/pip/.
+  CC="${CC:-cc}" CXX="${CXX:-c++}" CMAKE_BUILD_PARALLEL_LEVEL="${KVCONF_JOBS:-2}" "$venv/bin/python" -m pip install -q \
+    --disable-pip-version-check --no-build-isolation --no-deps .
   echo "setup.sh: Python package kvconf installed in $venv in $(( $(date +%s) - start )) s"
   if command -v ccache >/dev/null; then  # the objects it took from the main build (cmake/KvconfCcache.cmake)
-    echo "setup.sh: ccache during the package build: $(ccache --print-stats | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ {
-      h += $2 } $1 == "cache_miss" { m = $2 } END { printf "%d hits, %d misses", h, m }')"
+    hits=$(ccache --print-stats | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ { h += $2 }
+      $1 == "cache_miss" { m = $2 } END { printf "%d hits, %d misses", h, m }')
+    echo "setup.sh: ccache during the package build: $hits"
   fi
 fi

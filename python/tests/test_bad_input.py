@@ -180,7 +180,8 @@ def test_bad_paged_layouts_are_refused():
         kvconf.paged(sdpa_attention, page_size=0)
     with pytest.raises(TypeError, match=r"fn=3: expected a callable fn\(q, k_pages, v_pages, block_table, call\)"):
         kvconf.paged(3)
-    with pytest.raises(TypeError, match=r"expected a callable fn\(q, k_pages, v_pages, block_tables, seq_lens, calls\)"):
+    with pytest.raises(TypeError,
+                       match=r"expected a callable fn\(q, k_pages, v_pages, block_tables, seq_lens, calls\)"):
         kvconf.paged_batch(None)
 
 
