@@ -17,6 +17,12 @@ def sanitize(s):
     return re.sub(r"[^A-Za-z0-9]", "_", s)
 
 
+def gtest_filters(prefix, kernel, case_ids, *suites):
+    """The GoogleTest names of `kernel`'s cases `case_ids` in each of `suites` (prefix "Torch" or "TorchCuda"): the
+    filters a test asks of one suite program together (run_suite's `together`)."""
+    return tuple(f"{prefix}/{s}.*/{kernel}__{sanitize(c)}" for s in suites for c in case_ids)
+
+
 class CxxResults:
     """What the C++ suite recorded for one kernel and case: `values` maps "<rule>.error"/"<rule>.bound" to floats,
     `known_findings` the rules a known finding (conformance/suites/known_findings.hpp) expects to fail."""

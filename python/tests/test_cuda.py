@@ -14,7 +14,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import kvconf
-from cxx_suites import SUITES, compare, run_suite, sanitize
+from cxx_suites import SUITES, compare, gtest_filters, run_suite, sanitize
 from linear_and_rmsnorm import linear, rms_norm
 from sdpa_attention import forced, forced_batch_supports, forced_supports, sdpa_batched_decode
 
@@ -58,8 +58,7 @@ PARITY_IDS = ["q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
 def cxx_names(backend, suffix, *suites):
     """The C++ test cases of one SDPA backend on PARITY_IDS in `suites`: asked of a suite program together, so that
     each program runs once per kernel instead of once per case."""
-    kernel = f"{KERNEL}attn_sdpa_{backend}_{suffix}"
-    return tuple(f"{SUITE}/{s}.*/{kernel}__{sanitize(c)}" for s in suites for c in PARITY_IDS)
+    return gtest_filters(SUITE, f"{KERNEL}attn_sdpa_{backend}_{suffix}", PARITY_IDS, *suites)
 
 
 def on_device(fn, seen):
@@ -137,15 +136,17 @@ def test_attention_matches_the_torch_cuda_suites(backend, suffix, case_id):
 @pytest.mark.parametrize("suffix", DTYPES)
 def test_linear_and_norm_match_the_torch_cuda_suites(suffix):
     g = kvconf.GemmKernel(linear, dtype=DTYPES[suffix], device=DEVICE)
-    gemm_names = [f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(c.id)}" for c in kvconf.gemm_cases("default")[:3]]
-    for case, name in zip(kvconf.gemm_cases("default")[:3], gemm_names):
+    gemm_cases = kvconf.gemm_cases("default")[:3]
+    gemm_names = [f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(c.id)}" for c in gemm_cases]
+    for case, name in zip(gemm_cases, gemm_names):
         compare(kvconf.check_gemm(g, case), run_suite(EXE + "gemm_test", name, gemm_names))
     case = kvconf.projection_cases("default")[0]
     compare(kvconf.check_projection(g, case), run_suite(
         EXE + "projection_test", f"{SUITE}/*/{KERNEL}gemm_linear_{suffix}__{sanitize(case.id)}"))
     n = kvconf.NormKernel(rms_norm, dtype=DTYPES[suffix], device=DEVICE, rsqrt_error_ulps=RSQRT_ULPS)
-    norm_names = [f"{SUITE}/*/{KERNEL}norm_hf_rms_{suffix}__{sanitize(c.id)}" for c in kvconf.norm_cases("default")[:2]]
-    for case, name in zip(kvconf.norm_cases("default")[:2], norm_names):
+    norm_cases = kvconf.norm_cases("default")[:2]
+    norm_names = [f"{SUITE}/*/{KERNEL}norm_hf_rms_{suffix}__{sanitize(c.id)}" for c in norm_cases]
+    for case, name in zip(norm_cases, norm_names):
         compare(kvconf.check_norm(n, case), run_suite(EXE + "norm_test", name, norm_names))
 
 

@@ -7,7 +7,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import kvconf
-from cxx_suites import SUITES, compare, run_suite, sanitize
+from cxx_suites import SUITES, compare, gtest_filters, run_suite, sanitize
 from linear_and_rmsnorm import linear, rms_norm
 from sdpa_attention import forced, no_softcap, sdpa_batched_decode
 
@@ -20,7 +20,7 @@ ATTENTION_IDS = ["q16_kv128_d128_h8_gqa4_causal_win0_cap0_sc0_normal",
 
 def cxx_names(cxx, *suites):
     """The C++ test cases of kernel `cxx` on ATTENTION_IDS in `suites`: asked of a suite program together."""
-    return tuple(f"Torch/{s}.*/{cxx}__{sanitize(c)}" for s in suites for c in ATTENTION_IDS)
+    return gtest_filters("Torch", cxx, ATTENTION_IDS, *suites)
 
 
 @pytest.mark.parametrize("backend, cxx, dtype", [
@@ -57,13 +57,15 @@ def test_batched_decode_matches_the_torch_suites(cxx, dtype, case_id):
 @pytest.mark.parametrize("dtype, suffix", [(torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")])
 def test_linear_and_norm_match_the_torch_suites(dtype, suffix):
     g = kvconf.GemmKernel(linear, dtype=dtype)
-    gemm_names = [f"Torch/*/torch_gemm_linear_{suffix}__{sanitize(c.id)}" for c in kvconf.gemm_cases("default")[:3]]
-    for case, name in zip(kvconf.gemm_cases("default")[:3], gemm_names):
+    gemm_cases = kvconf.gemm_cases("default")[:3]
+    gemm_names = [f"Torch/*/torch_gemm_linear_{suffix}__{sanitize(c.id)}" for c in gemm_cases]
+    for case, name in zip(gemm_cases, gemm_names):
         compare(kvconf.check_gemm(g, case), run_suite("conformance_torch_gemm_test", name, gemm_names))
     case = kvconf.projection_cases("default")[0]
     compare(kvconf.check_projection(g, case), run_suite(
         "conformance_torch_projection_test", f"Torch/*/torch_gemm_linear_{suffix}__{sanitize(case.id)}"))
     n = kvconf.NormKernel(rms_norm, dtype=dtype)
-    norm_names = [f"Torch/*/torch_norm_hf_rms_{suffix}__{sanitize(c.id)}" for c in kvconf.norm_cases("default")[:2]]
-    for case, name in zip(kvconf.norm_cases("default")[:2], norm_names):
+    norm_cases = kvconf.norm_cases("default")[:2]
+    norm_names = [f"Torch/*/torch_norm_hf_rms_{suffix}__{sanitize(c.id)}" for c in norm_cases]
+    for case, name in zip(norm_cases, norm_names):
         compare(kvconf.check_norm(n, case), run_suite("conformance_torch_norm_test", name, norm_names))
