@@ -9,6 +9,7 @@ function(_kvconf_test_executable name sources libs)
   target_link_libraries(${name} PRIVATE ${libs} GTest::gtest GTest::gtest_main kvconf::flags)
   target_compile_definitions(${name} PRIVATE KVCONF_SHARED_DIR="${KVCONF_SHARED_DIR}")
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  kvconf_light_optimisation(${name})  # cmake/KvconfWarnings.cmake: the test's own code is not what is measured
 endfunction()
 
 # kvconf_add_test(NAME name SOURCES a.cpp ... LIBS lib ... LABELS unit ... [TIMEOUT s])

@@ -42,10 +42,20 @@ fi
 # the system's packages and nothing is downloaded. If the install is impossible, configure still succeeds (the
 # torch tests skip with the reason) except under the ci preset, which requires torch.
 venv=.venv
+if [ "${KVCONF_NO_VENV:-0}" != 1 ] && [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv --system-site-packages "$venv" || echo "setup.sh: could not create $venv (python3 -m venv failed)"
+fi
+
+# llama.cpp (docs/LLAMA_CPP.md): built from PyPI's llama-cpp-python sdist into .deps/llama.cpp (two to three minutes
+# on 2 cores, once), in the background while pip fills the venv below: pip mostly waits on the network and unpacks,
+# the build mostly computes (README, "Where .ci/run's time goes"). If it cannot be built, configure still succeeds and
+# the llama.cpp tests skip with the reason, except under the ci preset, which requires it.
+llama_python=python3
+[ -x "$venv/bin/python" ] && llama_python="$venv/bin/python"
+scripts/llama_cpp.sh "$llama_python" &
+llama_pid=$!
+
 if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv --system-site-packages "$venv" || echo "setup.sh: could not create $venv (python3 -m venv failed)"
-  fi
   if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest' 2>/dev/null; then
     echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
     start=$(date +%s)
@@ -57,14 +67,7 @@ if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
   fi
 fi
 
-# llama.cpp (docs/LLAMA_CPP.md): built from PyPI's llama-cpp-python sdist into .deps/llama.cpp (about 5 minutes on
-# 2 cores, once). If it cannot be, configure still succeeds and the llama.cpp tests skip with the reason, except under
-# the ci preset, which requires it.
-if [ -x "$venv/bin/python" ]; then
-  scripts/llama_cpp.sh "$venv/bin/python" || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
-else
-  scripts/llama_cpp.sh python3 || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
-fi
+wait "$llama_pid" || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
 
 start=$(date +%s)
 cmake --preset "$preset"
