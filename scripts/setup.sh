@@ -79,6 +79,15 @@ echo "setup.sh: configured and built preset $preset in $(( $(date +%s) - start )
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import nanobind, scikit_build_core' 2>/dev/null; then
   start=$(date +%s)
   command -v ccache >/dev/null && ccache --zero-stats >/dev/null  # to count the package build's hits alone
+  # A build/pip/ configured before setup.sh named the compilers keeps Python's g++ in its CMake cache (the environment's
+  # CXX only counts at the first configure): start such a one afresh, or none of its objects would come from ccache.
+  for cache in build/pip/*/CMakeCache.txt; do
+    [ -f "$cache" ] || continue
+    if ! grep -qx "CMAKE_CXX_COMPILER:FILEPATH=$(command -v "${CXX:-c++}")" "$cache"; then
+      echo "setup.sh: $(dirname "$cache") was configured with another C++ compiler: configuring it afresh"
+      rm -rf "$(dirname "$cache")"
+    fi
+  done
   # CC/CXX as CMake chose them for the main build (scikit-build-core would otherwise take Python's sysconfig g++, and
   # ccache keys on the compiler's name: no object would be shared); install_test.sh does the same for build/pip/.
   CC="${CC:-cc}" CXX="${CXX:-c++}" CMAKE_BUILD_PARALLEL_LEVEL="${KVCONF_JOBS:-2}" "$venv/bin/python" -m pip install -q \
