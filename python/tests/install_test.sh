@@ -12,7 +12,8 @@ python_base=$("$project_python" -c 'import sys; print(sys.base_prefix)')/bin/pyt
 "$python_base" -m venv "$work/venv"
 v="$work/venv/bin/python"
 start=$(date +%s)
-# the compilers setup.sh built build/pip/ with (CMake starts that folder afresh when they change)
+# the compilers setup.sh built build/pip/ with (CMake reads CC/CXX only at a folder's first configure; setup.sh starts
+# afresh a build/pip/ whose cache names another compiler)
 CC="${CC:-cc}" CXX="${CXX:-c++}" "$v" -m pip install -q --disable-pip-version-check "$src"
 echo "install_test: pip install took $(( $(date +%s) - start )) s"
 site=$("$v" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
