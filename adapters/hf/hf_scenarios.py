@@ -12,15 +12,20 @@
              (the others greedy);
 * reference -- the plain cache-ON run every scenario is compared with.
 
-Every forward is recorded as [tokens fed, rows the cache it was given holds] (cache.get_seq_length(), as transformers
-reports it), and each step's token comes from kvconf's sampler with the shared draw step_draw(seed, t), as in
-kvconf_hf_trace.run_path. In a batch, each forward is recorded as [this sequence's tokens fed, its rows already
-cached, rows of the whole call (padding included)], from the attention mask.
+Every forward is recorded by engine_report.ForwardProbe from the model's own arguments and cache object: [tokens
+fed, rows the cache it was given holds] and the cache's rows after it (in a batch [this sequence's tokens fed, its
+rows already cached, every sequence's tokens fed], from the attention mask the model received), never from the
+driver's variables; each step's token comes from kvconf's sampler with the shared draw step_draw(seed, t), as in
+kvconf_hf_trace.run_path.
 """
 from __future__ import annotations
 
 import copy
 from typing import Sequence
+
+from engine_report import ForwardProbe
+from hf_cache import cache_rows, supports_logits_to_keep
+from kvconf_sampler import sample, step_draw
 
 SCENARIOS = ("prefix", "chunked", "refill", "restore", "batch")
 
@@ -41,6 +46,10 @@ class Hooks:
         """batch: the attention mask the batched forwards get ((B, columns) of 0 for padding, 1 for tokens)."""
         return mask
 
+    def batch_rows(self, rows: int) -> int:
+        """batch: how many of the batch's rows (this request first) the batched forwards are given."""
+        return rows
+
 
 HOOKS = Hooks()
 
@@ -53,20 +62,20 @@ class _Steps:
         self.sampler, self.rows, self.draws, self.generated, self.call_of_step = sampler, [], [], [], []
 
     def choose(self, out, t: int, calls: list) -> int:
-        import kvconf_hf_trace as hf
         row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
-        u = hf.step_draw(self.sampler.seed, t)
-        tok = hf.sample(row, self.sampler, u)
+        u = step_draw(self.sampler.seed, t)
+        tok = sample(row, self.sampler, u)
         self.rows.append(row)
         self.call_of_step.append(len(calls) - 1)
         self.generated.append(tok)
         self.draws.append(u)
         return tok
 
-    def result(self, calls: list) -> dict:
+    def result(self, probe: ForwardProbe) -> dict:
         import torch
         return {"generated_ids": self.generated, "draws": self.draws, "logits": torch.stack(self.rows).contiguous(),
-                "calls": calls, "call_of_step": self.call_of_step}
+                "calls": probe.calls, "call_of_step": self.call_of_step, "cache_after": probe.cache_after,
+                "calls_reported_by": probe.reported_by}
 
 
 def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
@@ -77,7 +86,6 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
     scenario cannot use."""
     import torch
 
-    import kvconf_hf_trace as hf
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)} (got {scenario!r})")
     if side not in ("scenario", "reference"):
@@ -94,21 +102,15 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
         raise ValueError("batch: at least one other non-empty prompt to batch with")
     if scenario == "batch" and side == "scenario":
         return _run_batch(model, seq, [list(map(int, o)) for o in batch_with], sampler, steps, kv)
-    extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
-    calls, steps_ = [], _Steps(sampler)
+    extra = {"logits_to_keep": 1} if supports_logits_to_keep(model) else {}
+    steps_ = _Steps(sampler)
 
-    def forward(ids, cache, record=True):
-        cached = int(cache.get_seq_length()) if cache is not None else 0
-        out = model(input_ids=torch.tensor([list(ids)], dtype=torch.long), past_key_values=cache, use_cache=True,
-                    **extra)
-        grown = int(out.past_key_values.get_seq_length())
-        if grown != cached + len(ids):  # the cache did not grow by what was fed
-            raise RuntimeError(f"the cache holds {grown} rows after a forward of {len(ids)} tokens over {cached}")
-        if record:
-            calls.append([len(ids), cached])
-        return out
+    def forward(ids, cache):
+        return model(input_ids=torch.tensor([list(ids)], dtype=torch.long), past_key_values=cache, use_cache=True,
+                     **extra)
 
-    with torch.inference_mode():
+    with torch.inference_mode(), ForwardProbe(model) as probe:
+        calls = probe.calls
         # The prompt.
         if side == "reference" or scenario in ("refill", "restore"):
             out = forward(seq, None)
@@ -118,7 +120,8 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
                 out = forward(seq[b:e], cache)
                 cache = out.past_key_values
         else:  # prefix: the donor request's prefill is another request's forward, not one of this run's calls
-            donor_out = forward(list(donor), None, record=False)
+            with probe.paused():
+                donor_out = forward(list(donor), None)
             cache = donor_out.past_key_values
             try:
                 cache.crop(HOOKS.prefix_rows(shared) - len(donor))  # transformers 5: a negative count to drop
@@ -136,9 +139,9 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
                 cache = forward(seq[:-1], None).past_key_values  # preempted: rebuilt by one prefill
             if side == "scenario" and t + 1 == at_step and scenario == "restore":
                 cache = copy.deepcopy(cache)  # saved and restored
-    res = steps_.result(calls)
+    res = steps_.result(probe)
     if kv:
-        res["k_rows"], res["v_rows"] = hf.cache_rows(cache)
+        res["k_rows"], res["v_rows"] = cache_rows(cache)
     return res
 
 
@@ -146,40 +149,33 @@ def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) ->
     """Side A of batch: seq (index 0) left-padded into one batch with `others`, as generate() pads a batch."""
     import torch
 
-    import kvconf_hf_trace as hf
-    extra = {"logits_to_keep": 1} if hf._supports_logits_to_keep(model) else {}
+    extra = {"logits_to_keep": 1} if supports_logits_to_keep(model) else {}
     seqs = [seq] + others
     B, L, n = len(seqs), max(len(s) for s in seqs), len(seq)
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     mask = [[0] * (L - len(s)) + [1] * len(s) for s in seqs]  # (B, L), then one column per step
     ids = [[pad] * (L - len(s)) + s for s in seqs]
     pos = [[0] * (L - len(s)) + list(range(len(s))) for s in seqs]  # generate(): cumsum(mask) - 1, pads clamped
-    calls, steps_ = [], _Steps(sampler)
-    with torch.inference_mode():
-        out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(HOOKS.batch_mask(mask)),
-                    position_ids=torch.tensor(pos),
-                    use_cache=True, **extra)
+    steps_ = _Steps(sampler)
+    given = HOOKS.batch_rows(B)  # the rows the batched forwards are given (all B)
+    with torch.inference_mode(), ForwardProbe(model) as probe:
+        out = model(input_ids=torch.tensor(ids[:given]), attention_mask=torch.tensor(HOOKS.batch_mask(mask)[:given]),
+                    position_ids=torch.tensor(pos[:given]), use_cache=True, **extra)
         cache = out.past_key_values
-        calls.append([n, 0, B * L])
         for t in range(steps):
             if t > 0:
                 for m in mask:
                     m.append(1)
-                cached = int(cache.get_seq_length())
-                out = model(input_ids=torch.tensor([[s[-1]] for s in seqs]),
-                            attention_mask=torch.tensor(HOOKS.batch_mask(mask)),
-                            position_ids=torch.tensor([[len(s) - 1] for s in seqs]), past_key_values=cache,
+                out = model(input_ids=torch.tensor([[s[-1]] for s in seqs][:given]),
+                            attention_mask=torch.tensor(HOOKS.batch_mask(mask)[:given]),
+                            position_ids=torch.tensor([[len(s) - 1] for s in seqs][:given]), past_key_values=cache,
                             use_cache=True, **extra)
                 cache = out.past_key_values
-                if int(cache.get_seq_length()) != cached + 1:
-                    raise RuntimeError(f"the batch's cache holds {int(cache.get_seq_length())} rows after a decode "
-                                       f"over {cached}")
-                calls.append([1, len(seq) - 1, B])
-            tok = steps_.choose(out, t, calls)
-            for i in range(1, B):  # the other requests: greedy
-                seqs[i].append(int(torch.argmax(out.logits[i, -1, :].float())))
+            tok = steps_.choose(out, t, probe.calls)
+            for i in range(1, B):  # the other requests: greedy (their own token again when their row was not given)
+                seqs[i].append(int(torch.argmax(out.logits[i, -1, :].float())) if i < given else seqs[i][-1])
             seq.append(tok)
-    res = steps_.result(calls)
+    res = steps_.result(probe)
     if kv:  # this sequence's rows: its padding dropped
-        res["k_rows"], res["v_rows"] = hf.cache_rows(cache, index=0, start=L - n)
+        res["k_rows"], res["v_rows"] = cache_rows(cache, index=0, start=L - n)
     return res

@@ -22,7 +22,8 @@ import sys
 from typing import Any
 
 FORMAT = "kvconf.trace/1"
-FORMATS = ("kvconf.trace/1", "kvconf.trace/1.1")  # 1.1 adds scenario, calls and call_of_step
+# 1.1 adds scenario, calls and call_of_step; 1.2 the engine's report beside the calls (cache_after, calls_reported_by)
+FORMATS = ("kvconf.trace/1", "kvconf.trace/1.1", "kvconf.trace/1.2")
 METADATA_KEY = "kvconf.trace"
 FLOAT_DTYPES = ("F32", "F16", "BF16")
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
@@ -85,8 +86,11 @@ def read_header(path: str) -> dict:
 def _check_scenario(path: str, meta: dict) -> None:
     """1.1: scenario {name, side, ...} and calls [[fed, cached], ...] with call_of_step (one call index per token)."""
     new = [k for k in ("scenario", "calls", "call_of_step") if k in meta]
-    if new and meta["format"] != "kvconf.trace/1.1":
+    if new and meta["format"] == "kvconf.trace/1":
         _fail(path, new[0], "needs format kvconf.trace/1.1")
+    report = [k for k in ("cache_after", "calls_reported_by") if k in meta]
+    if report and meta["format"] != "kvconf.trace/1.2":
+        _fail(path, report[0], "needs format kvconf.trace/1.2")
     sc = meta.get("scenario", {"name": "cache"})
     if not isinstance(sc, dict) or sc.get("name") not in ("cache", "prefix", "batch", "chunked", "refill", "restore"):
         _fail(path, "scenario.name", f"{sc.get('name') if isinstance(sc, dict) else sc!r} is not a known scenario")
@@ -109,6 +113,13 @@ def _check_scenario(path: str, meta: dict) -> None:
     for i, k in enumerate(cs):
         if not _is_int(k) or not 0 <= k < len(calls) or (i and k <= cs[i - 1]):
             _fail(path, f"call_of_step[{i}]", "not an increasing index into calls")
+    if meta["format"] == "kvconf.trace/1.2":
+        after = meta.get("cache_after")
+        if not isinstance(after, list) or len(after) != len(calls) or not all(_is_int(x) and x >= 0 for x in after):
+            _fail(path, "cache_after", f"not a list of {len(calls)} row counts (one per call)")
+        by = meta.get("calls_reported_by")
+        if not isinstance(by, str) or not by:
+            _fail(path, "calls_reported_by", "missing or not a non-empty string")
 
 
 def _check_meta(path: str, meta: Any) -> None:

@@ -3,7 +3,8 @@
 # `kvconf check --dir --model` (exit 0: every rule passes), with the paths the sides reported checked
 # (scenario_path), restore bitwise and the cached K/V compared (cached_kv); then the planted narrow cache
 # (planted_narrow_cache.py) must fail cached_kv, and each planted scenario fault (planted_scenario_faults.py) the rule
-# that names it. Prints each scenario's verdicts. The ten adapter runs share this process (their scripts' main()s,
+# that names it, and each planted path lie (planted_path_lies.py) scenario_path naming the call's field. Prints each
+# scenario's verdicts. The ten adapter runs share this process (their scripts' main()s,
 # called as their command lines would be): one import of torch and transformers instead of ten, about 5 s each here;
 # the command line itself is HfAdapter's test (test_hf_trace.py).
 """Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
@@ -20,6 +21,7 @@ sys.path.insert(0, HERE)
 
 import kvconf_hf_trace  # noqa: E402
 import planted_narrow_cache  # noqa: E402
+import planted_path_lies  # noqa: E402
 import planted_scenario_faults  # noqa: E402
 
 
@@ -96,6 +98,12 @@ def main() -> int:
         folder = os.path.join(a.out, fault)
         adapter(planted_scenario_faults.main, scenario, folder, fault)
         planted(fault, folder, rule)
+    # The planted path lies (planted_path_lies.py): logits a correct run could give, calls the engine reported.
+    for fault, scenario, naming in (("recompute_on", "cache", "calls[1] fed"),
+                                    ("batch_alone", "batch", "calls[0] batch")):
+        folder = os.path.join(a.out, fault)
+        adapter(planted_path_lies.main, scenario, folder, fault)
+        planted(fault, folder, "scenario_path", naming)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

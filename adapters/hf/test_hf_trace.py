@@ -115,13 +115,17 @@ def main() -> int:
                               f"{name}: hidden_states {None if hs is None else tuple(hs.shape)}, expected (8, 3, 256)")
                     else:
                         check("hidden_states" not in tensors, f"{name}: unexpected hidden_states")
-                    check(meta["format"] == "kvconf.trace/1.1", f"{name}: format")
+                    check(meta["format"] == "kvconf.trace/1.2", f"{name}: format")
                     # The calls transformers reported: cache ON prefills the prompt, then feeds one token over the
                     # cache; cache OFF feeds the whole sequence over no cache at every step.
                     n, steps = len(meta["prompt_ids"]), len(meta["generated_ids"])
                     want = ([[n, 0]] + [[1, n + t - 1] for t in range(1, steps)] if meta["path"] == "cache_on"
                             else [[n + t, 0] for t in range(steps)])
                     check(meta["calls"] == want, f"{name}: calls {meta['calls']} != {want}")
+                    # The cache object's own rows after each call: cache ON holds what it fed; cache OFF keeps none.
+                    held = ([f + c0 for f, c0 in want] if meta["path"] == "cache_on" else [0] * steps)
+                    check(meta["cache_after"] == held, f"{name}: cache_after {meta['cache_after']} != {held}")
+                    check("forward pre-hook" in meta["calls_reported_by"], f"{name}: calls_reported_by")
                     check(meta["engine"] == {"name": "transformers", "version": version, "attention": c["attention"]},
                           f"{name}: engine {meta['engine']}")
                     check(meta["model"]["name"] == "llama2-tiny" and meta["model"]["vocab_size"] == 32000 and

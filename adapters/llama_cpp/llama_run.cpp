@@ -164,11 +164,25 @@ struct BatchDeleter {
   }
 };
 
+// The rows every sequence of the context's memory holds (index: sequence id).
+std::vector<std::size_t> memory_rows(llama_context* ctx) {
+  std::vector<std::size_t> rows(llama_n_seq_max(ctx));
+  for (std::size_t s = 0; s < rows.size(); ++s) rows[s] = rows_of(ctx, static_cast<llama_seq_id>(s));
+  return rows;
+}
+
+// What one llama_decode did, as llama.cpp's memory reports it: sequence 0's call record and its rows after.
+struct Decoded {
+  std::vector<std::vector<float>> logits;  // (parts, V): each part's last row
+  engine::CallRecord call;
+  std::size_t after = 0;
+};
+
 // One llama_decode of several sequences' tokens (parts: {sequence, its tokens}, each continuing at the rows its
-// sequence holds); the logits (V) of each part's last row.
-std::vector<std::vector<float>> decode(llama_context* ctx,
-                                       const std::vector<std::pair<llama_seq_id, std::vector<int>>>& parts,
-                                       std::size_t V) {
+// sequence holds); the logits (V) of each part's last row, and the call as the memory's positions before and after
+// it report it: sequence 0's growth and prior rows, every sequence's growth.
+Decoded decode(llama_context* ctx, const std::vector<std::pair<llama_seq_id, std::vector<int>>>& parts,
+               std::size_t V) {
   std::size_t total = 0;
   for (const auto& [seq, tokens] : parts) total += tokens.size();
   std::unique_ptr<llama_batch, BatchDeleter> b(
@@ -186,22 +200,40 @@ std::vector<std::vector<float>> decode(llama_context* ctx,
     }
     last.push_back(b->n_tokens - 1);
   }
+  const std::vector<std::size_t> before = memory_rows(ctx);
   if (const int rc = llama_decode(ctx, *b); rc != 0)
     throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " on a call of " + std::to_string(total) +
                              " tokens" + llama_said());
-  std::vector<std::vector<float>> out;
+  const std::vector<std::size_t> after = memory_rows(ctx);
+  Decoded d;
+  for (std::size_t s = 0; s < before.size(); ++s) {
+    if (after[s] < before[s])
+      throw std::runtime_error("llama.cpp's memory holds fewer rows of sequence " + std::to_string(s) +
+                               " after a llama_decode than before it");
+    d.call.batch += after[s] - before[s];
+  }
+  d.call.fed = after[0] - before[0];
+  d.call.cached = before[0];
+  d.after = after[0];
+  if (d.call.batch == d.call.fed) d.call.batch = 0;  // alone
   for (const std::int32_t k : last) {
     const float* z = llama_get_logits_ith(ctx, k);
     if (!z) throw std::runtime_error("llama_get_logits_ith returned no logits");
-    out.emplace_back(z, z + V);
+    d.logits.emplace_back(z, z + V);
   }
-  return out;
+  return d;
 }
 
-// One llama_decode of `tokens` for sequence 0, recorded in r as llama.cpp's memory reports it; the last row's logits.
+// A decoded call recorded in r as llama.cpp's memory reported it; its parts' logits.
+std::vector<std::vector<float>> record(RunResult& r, Decoded d) {
+  r.calls.push_back(d.call);
+  r.cache_after.push_back(d.after);
+  return std::move(d.logits);
+}
+
+// One llama_decode of `tokens` for sequence 0, recorded in r; the last row's logits.
 std::vector<float> call(llama_context* ctx, RunResult& r, std::vector<int> tokens, std::size_t V) {
-  r.calls.push_back({tokens.size(), rows_of(ctx, 0)});
-  return std::move(decode(ctx, {{0, std::move(tokens)}}, V).front());
+  return std::move(record(r, decode(ctx, {{0, std::move(tokens)}}, V)).front());
 }
 
 // The token kvconf's sampler chooses at step t from z with the shared draw, recorded in r (the last call chose it).
@@ -237,6 +269,9 @@ RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, con
                  std::vector<int>(seq.begin() + static_cast<std::ptrdiff_t>(b),
                                   seq.begin() + static_cast<std::ptrdiff_t>(std::min(seq.size(), b + o.chunk))),
                  V);
+    } else if (t > 0 && o.plant == "recompute_on") {  // planted: a recompute passed off as a cache-ON step
+      llama_memory_clear(llama_get_memory(ctx.get()), true);
+      z = call(ctx.get(), r, seq, V);
     } else {
       z = call(ctx.get(), r, t == 0 ? seq : std::vector<int>{seq.back()}, V);
     }
@@ -276,7 +311,7 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
   RunResult r;
   std::vector<float> z;
   if (prefix) {
-    decode(ctx.get(), {{1, s.donor}}, V);  // another request's prefill: not one of this run's calls
+    (void)decode(ctx.get(), {{1, s.donor}}, V);  // another request's prefill: not one of this run's calls
     llama_memory_t mem = llama_get_memory(ctx.get());
     llama_memory_seq_cp(mem, 1, 0, 0, static_cast<llama_pos>(s.shared));  // a prefix-cache hit: its first rows
     llama_memory_seq_rm(mem, 1, -1, -1);                                  // the donor request is done
@@ -288,14 +323,12 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
   for (std::size_t t = 0; t < T; ++t) {
     if (batch) {  // every sequence's prompt in the first call, then one token per sequence per call
       std::vector<std::pair<llama_seq_id, std::vector<int>>> parts;
-      std::size_t fed = 0;
-      for (std::size_t i = 0; i < seqs.size(); ++i) {
+      const std::size_t given = o.plant == "batch_alone" ? 1 : seqs.size();  // planted: this sequence alone
+      for (std::size_t i = 0; i < given; ++i)
         parts.push_back({static_cast<llama_seq_id>(i), t == 0 ? seqs[i] : std::vector<int>{seqs[i].back()}});
-        fed += parts.back().second.size();
-      }
-      r.calls.push_back({parts.front().second.size(), rows_of(ctx.get(), 0), fed});
-      std::vector<std::vector<float>> zs = decode(ctx.get(), parts, V);
-      for (std::size_t i = 1; i < seqs.size(); ++i) seqs[i].push_back(argmax(zs[i]));  // the others: greedy
+      std::vector<std::vector<float>> zs = record(r, decode(ctx.get(), parts, V));
+      for (std::size_t i = 1; i < seqs.size(); ++i)  // the others: greedy (their own token again when not decoded)
+        seqs[i].push_back(i < zs.size() ? argmax(zs[i]) : seqs[i].back());
       z = std::move(zs.front());
     } else if (t > 0 || !prefix) {
       z = call(ctx.get(), r, t == 0 ? seqs[0] : std::vector<int>{seqs[0].back()}, V);

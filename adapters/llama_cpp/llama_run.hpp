@@ -38,6 +38,11 @@ struct RunOptions {
   bool kv = false;
   std::size_t kv_step = 0;
   engine::Sampler sampler;
+  // A planted path lie for kvconf's own tests (kvconf-llama-trace's hidden --plant; empty: none): "recompute_on",
+  // cache ON's steps after the first clear the memory and decode the whole sequence; "batch_alone", the batch
+  // scenario's side decodes only its own sequence. Both leave the logits a correct run could give; only the memory's
+  // report of each call shows them (docs/TRACES.md "The engine's report").
+  std::string plant;
 };
 
 // The scenario side of a scenario other than cache and chunked (run_scenario; its reference side is `run` cache ON).
@@ -65,8 +70,11 @@ struct RunResult {
   std::vector<int> generated;
   std::vector<double> draws;
   std::vector<std::vector<float>> logits;  // (T, V)
-  std::vector<engine::CallRecord> calls;   // {fed, cached rows before the call as llama.cpp's memory reported them,
-                                           //  and for batch the rows of the whole llama_decode}
+  // Every llama_decode as llama.cpp's memory reported it (never the tokens this program meant to feed): {fed: the
+  // rows sequence 0 gained, cached: the rows it held before, batch: the rows every sequence gained}, and the rows
+  // sequence 0 held after the call.
+  std::vector<engine::CallRecord> calls;
+  std::vector<std::size_t> cache_after;
   std::vector<std::size_t> call_of_step;   // the call whose logits chose each token
   std::optional<KvRows> kv;                // with RunOptions::kv
 };
@@ -101,5 +109,9 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
 
 // "llama.cpp <build> (<ggml system info>)" for the trace's engine.version.
 std::string engine_version();
+
+// How RunResult::calls and cache_after were obtained, for the trace's calls_reported_by.
+inline constexpr const char* kCallsReportedBy =
+    "llama.cpp's memory: llama_memory_seq_pos_max of every sequence before and after each llama_decode";
 
 }  // namespace kvconf::llama_cpp

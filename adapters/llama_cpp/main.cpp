@@ -1,4 +1,4 @@
-// kvconf-llama-trace: llama.cpp's cache-ON and cache-OFF runs of a prompt set, written as kvconf.trace/1.1 files that
+// kvconf-llama-trace: llama.cpp's cache-ON and cache-OFF runs of a prompt set, written as kvconf.trace/1.2 files that
 // `kvconf check` judges as it judges transformers' (docs/LLAMA_CPP.md, docs/TRACES.md). Exit 0, or 2 with one line
 // naming the file or option on bad input.
 #include <CLI/CLI.hpp>
@@ -49,7 +49,7 @@ std::vector<analysis::Prompt> load_prompts(const std::string& path, std::size_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvconf-llama-trace: llama.cpp cache-ON / cache-OFF traces (kvconf.trace/1.1) for kvconf check"};
+  CLI::App app{"kvconf-llama-trace: llama.cpp cache-ON / cache-OFF traces (kvconf.trace/1.2) for kvconf check"};
   std::string model_path, prompts_path, out_dir, model_name, strategy = "greedy", flash = "off", paths = "on,off",
                                                              scenario = "cache";
   std::size_t chunk = 4, at_step = 3;
@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
                "kvconf check's cached_kv rule; not for models with sliding-window layers");
   app.add_option("--kv-step", o.kv_step,
                  "cache OFF with --kv: the step whose recompute's cache is written (default 0)");
+  // kvconf's own tests only (hidden from --help): a planted path lie, RunOptions::plant.
+  app.add_option("--plant", o.plant)->check(CLI::IsMember({"recompute_on", "batch_alone"}))->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
         }
         json calls = json::array();
         for (const auto& c : r.calls) calls.push_back(c.batch ? json{c.fed, c.cached, c.batch} : json{c.fed, c.cached});
-        json meta = {{"format", "kvconf.trace/1.1"},
+        json meta = {{"format", "kvconf.trace/1.2"},
                      {"engine", {{"name", "llama.cpp"}, {"version", version}, {"attention", attention}}},
                      {"model",
                       {{"name", model_name},
@@ -181,7 +183,9 @@ int main(int argc, char** argv) {
                      {"draws", r.draws},
                      {"scenario", sc},
                      {"calls", calls},
-                     {"call_of_step", r.call_of_step}};
+                     {"call_of_step", r.call_of_step},
+                     {"cache_after", r.cache_after},
+                     {"calls_reported_by", llama_cpp::kCallsReportedBy}};
         engine::TensorData logits{"logits", engine::Dtype::f32, {r.logits.size(), model.vocab()}, {}};
         for (const auto& row : r.logits) logits.values.insert(logits.values.end(), row.begin(), row.end());
         std::vector<engine::TensorData> tensors = {logits};

@@ -29,15 +29,41 @@ std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
   return s.empty() ? "none" : s;
 }
 
-// The first call where `have` and `want` differ, as text; empty when they agree.
+// " (step t)" when call `i` chose token t, " (before step t)" when it fed a prompt chunk or a refill before the call
+// that chose token t; nothing without call_of_step.
+std::string step_of(const std::vector<std::size_t>& call_of_step, std::size_t i) {
+  for (std::size_t t = 0; t < call_of_step.size(); ++t) {
+    if (call_of_step[t] == i) return " (step " + std::to_string(t) + ")";
+    if (call_of_step[t] > i) return " (before step " + std::to_string(t) + ")";
+  }
+  return {};
+}
+
+// The first call where `have` and `want` differ, as text naming the call, the step it served and the fields
+// (calls[i] fed, cached, batch) that differ; empty when they agree.
 std::string first_difference(const std::string& side, const std::vector<CallRecord>& have,
-                             const std::vector<CallRecord>& want) {
+                             const std::vector<CallRecord>& want, const std::vector<std::size_t>& steps) {
   for (std::size_t i = 0; i < std::max(have.size(), want.size()); ++i) {
-    const bool same = i < have.size() && i < want.size() && have[i].fed == want[i].fed &&
-                      have[i].cached == want[i].cached && have[i].batch_rows() == want[i].batch_rows();
-    if (!same)
-      return side + " call " + std::to_string(i) + ": " + calls_text(have, i) + " where the scenario makes " +
-             calls_text(want, i);
+    if (i >= have.size() || i >= want.size())
+      return side + " call " + std::to_string(i) + step_of(steps, i) + ": " +
+             (i >= have.size() ? "missing" : "one call more") + ": " + calls_text(have, i) +
+             " where the scenario makes " + calls_text(want, i);
+    std::string fields;
+    const std::string f = "calls[" + std::to_string(i) + "]";
+    if (have[i].fed != want[i].fed) fields += f + " fed " + std::to_string(have[i].fed) + " (expected " +
+                                              std::to_string(want[i].fed) + ")";
+    if (have[i].cached != want[i].cached)
+      fields += (fields.empty() ? "" : ", ") + f + " cached " + std::to_string(have[i].cached) + " (expected " +
+                std::to_string(want[i].cached) + ")";
+    const bool both_alone = have[i].batch_rows() == have[i].fed && want[i].batch_rows() == want[i].fed;
+    if (have[i].batch_rows() != want[i].batch_rows() && !both_alone)
+      fields += (fields.empty() ? "" : ", ") + f + " batch " + std::to_string(have[i].batch_rows()) + " (expected " +
+                (want[i].batch > want[i].fed ? "more than " + std::to_string(want[i].fed) + " rows: a batch"
+                                             : std::to_string(want[i].batch_rows()) + ": alone") +
+                ")";
+    if (!fields.empty())
+      return side + " call " + std::to_string(i) + step_of(steps, i) + ": " + fields + "; the calls " +
+             calls_text(have, i) + " where the scenario makes " + calls_text(want, i);
   }
   return {};
 }
@@ -66,9 +92,10 @@ StepsCompared compare_steps(const analysis::PairedRun& run, std::size_t n) {
 
 CheckResult scenario_path_rule(const std::string& scenario, const std::string& label_a,
                                const std::vector<CallRecord>& a, const std::string& label_b,
-                               const std::vector<CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed) {
-  std::string diff = first_difference(label_a, a, want.a);
-  if (diff.empty()) diff = first_difference(label_b, b, want.b);
+                               const std::vector<CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed,
+                               const std::vector<std::size_t>& steps_a, const std::vector<std::size_t>& steps_b) {
+  std::string diff = first_difference(label_a, a, want.a, steps_a);
+  if (diff.empty()) diff = first_difference(label_b, b, want.b, steps_b);
   return detail::bitwise_result("scenario_path", diff.empty() ? 0.0 : 1.0, seed,
                                 diff.empty()
                                     ? scenario + ": " + std::to_string(a.size()) + " + " + std::to_string(b.size()) +

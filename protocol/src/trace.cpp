@@ -124,6 +124,24 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
   }
 }
 
+// 1.2's engine report beside calls: cache_after (one count per call) and calls_reported_by; both required with calls,
+// refused in 1 and 1.1 (a reader of those would ignore them).
+void read_engine_report(const fs::path& file, const json& m, bool v12, Trace& t) {
+  for (const char* k : {"cache_after", "calls_reported_by"})
+    if (!v12 && m.contains(k)) bad(file, k, std::string("needs format '") + kTraceFormat12 + "'");
+  if (!v12 || t.calls.empty()) {
+    if (v12 && (m.contains("cache_after") || m.contains("calls_reported_by")))
+      bad(file, "calls", "missing (cache_after and calls_reported_by describe the calls)");
+    return;
+  }
+  t.calls_reported_by = str(file, m, "", "calls_reported_by");
+  const json& a = member(file, m, "", "cache_after");
+  if (!a.is_array() || a.size() != t.calls.size())
+    bad(file, "cache_after", "expected " + std::to_string(t.calls.size()) + " row counts (one per call)");
+  for (std::size_t i = 0; i < a.size(); ++i)
+    t.cache_after.push_back(uint(file, a[i], "cache_after[" + std::to_string(i) + "]"));
+}
+
 }  // namespace
 
 std::string Trace::profile() const {
@@ -164,8 +182,10 @@ Trace read_trace(const fs::path& file) {
   Trace t;
   t.file = file;
   const std::string format = str(file, m, "", "format");
-  if (format != kTraceFormat && format != kTraceFormat11)
-    bad(file, "format", "'" + format + "', expected '" + kTraceFormat + "' or '" + kTraceFormat11 + "'");
+  if (format != kTraceFormat && format != kTraceFormat11 && format != kTraceFormat12)
+    bad(file, "format",
+        "'" + format + "', expected '" + kTraceFormat + "', '" + kTraceFormat11 + "' or '" + kTraceFormat12 + "'");
+  const bool v11 = format != kTraceFormat;
   const json& eng = member(file, m, "", "engine");
   if (!eng.is_object()) bad(file, "engine", "expected an object");
   t.engine = str(file, eng, "engine", "name");
@@ -211,9 +231,10 @@ Trace read_trace(const fs::path& file) {
     }
   }
   t.side_a = t.cache_on;
-  read_scenario(file, m, format == kTraceFormat11, t);
+  read_scenario(file, m, v11, t);
+  read_engine_report(file, m, format == kTraceFormat12, t);
   if (m.contains("kv_step")) {
-    if (format != kTraceFormat11) bad(file, "kv_step", std::string("needs format '") + kTraceFormat11 + "'");
+    if (!v11) bad(file, "kv_step", std::string("needs format '") + kTraceFormat11 + "'");
     t.kv_step = uint(file, m["kv_step"], "kv_step");
     if (*t.kv_step >= T) bad(file, "kv_step", "expected a step from 0 to " + std::to_string(T) + " - 1");
   }

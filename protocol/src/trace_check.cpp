@@ -6,11 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <iterator>
-#include <set>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "kvconf/analysis/metrics.hpp"
@@ -104,9 +104,27 @@ std::optional<results::CheckResult> kv_rule(const TracePair& p, std::size_t shar
                                      expect_bitwise ? "--expect-bitwise" : "", p.on.seed);
 }
 
+// The first call after which the engine's cache did not hold what the call left in it (1.2's cache_after): a side
+// that keeps its cache must hold cached + fed rows of this sequence after every call; a cache-OFF recompute keeps
+// none (0) or, capturing its K/V, the rows it fed. Empty when every count agrees or the trace has no report.
+std::string growth_difference(const std::string& label, const Trace& t) {
+  const bool keeps = t.cache_on;  // cache_on, and both sides of every other scenario
+  for (std::size_t i = 0; i < t.cache_after.size() && i < t.calls.size(); ++i) {
+    const engine::CallRecord& c = t.calls[i];
+    const std::size_t held = t.cache_after[i], grown = c.cached + c.fed;
+    if (held == grown || (!keeps && held == 0)) continue;
+    return label + " call " + std::to_string(i) + ": cache_after[" + std::to_string(i) + "] " + std::to_string(held) +
+           " rows, but a call of " + std::to_string(c.fed) + " tokens over " + std::to_string(c.cached) +
+           " cached rows leaves " + std::to_string(grown) + (keeps ? "" : " (or 0: no cache kept)") +
+           " (the engine's cache did not hold what the call fed; reported by " + t.calls_reported_by + ")";
+  }
+  return {};
+}
+
 // scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
-// cache-ON side recomputes, or whose reference side used a cache, fails it). In a batch the other sequences are the
-// engine's (a padded batch's rows included), so side A's calls must only hold more rows than this sequence fed.
+// cache-ON side recomputes, or whose reference side used a cache, fails it), and with 1.2's engine report each call
+// left in the engine's cache what it fed. In a batch the other sequences are the engine's (a padded batch's rows
+// included), so side A's calls must only hold more rows than this sequence fed.
 std::optional<results::CheckResult> path_rule(const TracePair& p) {
   if (p.on.calls.empty() || p.off.calls.empty()) return std::nullopt;
   engine::ScenarioOptions so;
@@ -121,9 +139,23 @@ std::optional<results::CheckResult> path_rule(const TracePair& p) {
       want.a[i].batch = have > want.a[i].fed ? have : want.a[i].fed + 1;
     }
   const std::string of = " of " + p.on.scenario + ")";
-  return conformance::scenario_path_rule(p.on.scenario, p.on.file.filename().string() + " (side A" + of, p.on.calls,
-                                         p.off.file.filename().string() + " (side B" + of, p.off.calls, want,
-                                         p.on.seed);
+  const std::string label_a = p.on.file.filename().string() + " (side A" + of,
+                    label_b = p.off.file.filename().string() + " (side B" + of;
+  results::CheckResult r = conformance::scenario_path_rule(p.on.scenario, label_a, p.on.calls, label_b, p.off.calls,
+                                                           want, p.on.seed, p.on.call_of_step, p.off.call_of_step);
+  if (r.pass) {
+    std::string diff = growth_difference(label_a, p.on);
+    if (diff.empty()) diff = growth_difference(label_b, p.off);
+    if (!diff.empty()) {
+      r.pass = false;
+      r.error = 1.0;
+      r.headroom = -std::numeric_limits<double>::infinity();
+      r.detail = diff;
+    } else if (!p.on.calls_reported_by.empty()) {
+      r.detail += "; calls reported by " + p.on.calls_reported_by;
+    }
+  }
+  return r;
 }
 
 // The record's identity (model, profile, strategy, seed, prompt): what key() is made of.

@@ -31,11 +31,15 @@ struct HfRun {
 inline std::filesystem::path stories_hf(std::string* why) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(KVCONF_HF_TRACES_DIR) / "stories260K-hf";
-  if (fs::is_directory(dir)) return dir;
-  return write_once(dir, why, [](const fs::path& tmp) {
-    return std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR + "/adapters/hf/llama2c_to_hf.py\" \"" +
-           KVCONF_SHARED_DIR + "/models/stories260K/stories260K.bin\" \"" + tmp.string() + "\"";
-  });
+  const fs::path converter = fs::path(KVCONF_SOURCE_DIR) / "adapters/hf/llama2c_to_hf.py",
+                 bin = fs::path(KVCONF_SHARED_DIR) / "models/stories260K/stories260K.bin";
+  return write_once(
+      dir, why,
+      [&](const fs::path& tmp) {
+        return "\"" + std::string(KVCONF_PYTHON) + "\" \"" + converter.string() + "\" \"" + bin.string() + "\" \"" +
+               tmp.string() + "\"";
+      },
+      fingerprint(converter) + fingerprint(bin) + KVCONF_HF_ENGINE);
 }
 
 // The folder holding the run's traces, or the reason they could not be written (the adapter's stderr tail).
@@ -44,25 +48,26 @@ inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(KVCONF_HF_TRACES_DIR);
   const fs::path dir = root / r.id();
-  // Traces written by an older adapter (the script changed since) are written again.
-  std::error_code age;
-  const fs::path script = fs::path(KVCONF_SOURCE_DIR) / "adapters/hf/kvconf_hf_trace.py";
-  if (fs::is_directory(dir) && fs::last_write_time(dir, age) < fs::last_write_time(script, age))
-    fs::remove_all(dir, age);
-  if (fs::is_directory(dir)) return dir;
   fs::create_directories(root);
   const bool stories = r.fixture == "stories260K";
   fs::path model_dir = fs::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture;
   if (stories && (model_dir = stories_hf(why)).empty()) return {};
   const std::string prompts =
       std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
-  return write_once(dir, why, [&](const fs::path& tmp) {
+  const auto command = [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR +
            "/adapters/hf/kvconf_hf_trace.py\" --model \"" + model_dir.string() + "\" --prompts \"" + prompts +
            "\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) + " --dtype " +
            r.dtype + " --attention " + r.attention + " --strategy " + r.strategy + (r.hidden ? " --hidden" : "") +
            " --out \"" + tmp.string() + "\"";
-  });
+  };
+  // What made the traces: the options, every module of the adapter, transformers and torch, the checkpoint, the
+  // prompts. Any change writes them again.
+  const std::string key = command(fs::path("OUT")) + "\nadapter " +
+                          folder_fingerprint(fs::path(KVCONF_SOURCE_DIR) / "adapters/hf", ".py") + "\nengine " +
+                          KVCONF_HF_ENGINE + "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " +
+                          fingerprint(prompts);
+  return write_once(dir, why, command, key);
 }
 
 }  // namespace kvconf::testing

@@ -418,5 +418,43 @@ TEST(LlamaCppCheck, CachedKvRowsFromTheSavedStatePass) {
     }
 }
 
+// The engine's report, not the adapter's intent (docs/TRACES.md "The engine's report"): kvconf-llama-trace's planted
+// path lies leave logits a correct run could give, and every call is recorded from llama.cpp's memory. recompute_on
+// (cache ON's steps clear the memory and decode everything) must fail scenario_path at call 1 naming calls[1]'s fed
+// and cached; batch_alone (the "batched" side decodes only its own sequence) at call 0 naming calls[0]'s batch. The
+// honest runs' reports: each call left cached + fed rows in the memory (cache_after), and say how they were read.
+TEST(LlamaCppCheck, PlantedPathLiesFailScenarioPath) {
+  struct Lie {
+    const char *plant, *scenario, *naming;
+  };
+  for (const auto& [plant, scenario, naming] : {Lie{"recompute_on", "", "calls[1] fed"},
+                                                Lie{"batch_alone", "batch", "calls[0] batch"}}) {
+    testing::LlamaRun run{"llama2-tiny", "f16", "f16", false, "greedy", 2, 6};
+    run.scenario = scenario;
+    for (const bool planted : {false, true}) {
+      run.plant = planted ? plant : "";
+      const std::vector<protocol::Trace> ts = traces(run);
+      for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
+        const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+        SCOPED_TRACE(p.on.file.string());
+        EXPECT_NE(p.on.calls_reported_by.find("llama_memory_seq_pos_max"), std::string::npos);
+        ASSERT_EQ(p.on.cache_after.size(), p.on.calls.size());
+        for (std::size_t c = 0; c < p.on.calls.size(); ++c)
+          EXPECT_EQ(p.on.cache_after[c], p.on.calls[c].cached + p.on.calls[c].fed) << "call " << c;
+        const results::CheckResult r = testing::rule_of(protocol::check_trace_pair(p, nullptr).rules, "scenario_path");
+        if (!planted) {
+          EXPECT_TRUE(r.pass) << r.detail;
+          continue;
+        }
+        EXPECT_FALSE(r.pass) << plant;
+        EXPECT_NE(r.detail.find(naming), std::string::npos) << r.detail;
+        EXPECT_NE(r.detail.find(std::string(scenario).empty() ? "(step 1)" : "(step 0)"), std::string::npos)
+            << r.detail;
+        std::printf("planted %s: %s\n", plant, r.detail.substr(0, 240).c_str());
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvconf

@@ -24,11 +24,13 @@ struct LlamaRun {
   // token-id prompts or GSM8K's).
   std::string prompt_file = "";
   bool kv = false;  // --kv: the K/V rows read from llama.cpp's saved state (cache OFF: step 0's recompute)
+  std::string plant = "";  // a planted path lie (kvconf-llama-trace's hidden --plant): recompute_on, batch_alone
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
            std::to_string(prompts) + ".t" + std::to_string(tokens) +
            (scenario.empty() ? "" : "." + scenario + ".c" + std::to_string(chunk) + ".a" + std::to_string(at_step)) +
-           (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string()) + (kv ? ".kv" : "");
+           (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string()) + (kv ? ".kv" : "") +
+           (plant.empty() ? "" : ".plant-" + plant);
   }
 };
 
@@ -36,12 +38,7 @@ struct LlamaRun {
 inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(KVCONF_LLAMA_TRACES_DIR) / r.id();
-  // Traces written by an older adapter (rebuilt since) are written again.
-  std::error_code age;
-  if (fs::is_directory(dir) && fs::last_write_time(dir, age) < fs::last_write_time(KVCONF_LLAMA_TRACE_EXE, age))
-    fs::remove_all(dir, age);
-  if (fs::is_directory(dir)) return dir;
-  return write_once(dir, why, [&](const fs::path& tmp) {
+  const auto command = [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
            r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" +
            (r.prompt_file.empty() ? std::string(KVCONF_FIXTURES_DIR) + "/prompts/" +
@@ -52,8 +49,19 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
            (r.scenario.empty() ? std::string()
                                : " --scenario " + r.scenario + " --chunk " + std::to_string(r.chunk) + " --at-step " +
                                      std::to_string(r.at_step)) +
-           (r.kv ? " --kv" : "") + " --out \"" + tmp.string() + "\"";
-  });
+           (r.kv ? " --kv" : "") + (r.plant.empty() ? "" : " --plant " + r.plant) + " --out \"" + tmp.string() +
+           "\"";
+  };
+  // What made the traces: the options, the adapter program, llama.cpp's libraries, the GGUF and the prompts. Any
+  // change writes them again.
+  const std::string prompts = r.prompt_file.empty() ? std::string(KVCONF_FIXTURES_DIR) + "/prompts/" +
+                                                          (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json"
+                                                    : r.prompt_file;
+  const std::string key = command(fs::path("OUT")) + "\nadapter " + fingerprint(KVCONF_LLAMA_TRACE_EXE) +
+                          "\nengine " + folder_fingerprint(fs::path(KVCONF_LLAMA_CPP_LIB_DIR), ".so") + "\nmodel " +
+                          fingerprint(fs::path(KVCONF_GGUF_DIR) / (r.fixture + "." + r.weights + ".gguf")) +
+                          "\nprompts " + fingerprint(prompts);
+  return write_once(dir, why, command, key);
 }
 
 }  // namespace kvconf::testing

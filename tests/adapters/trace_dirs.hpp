@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,17 +38,71 @@ inline bool run_logged(const std::string& cmd, const std::filesystem::path& log,
   return false;
 }
 
+// A file's part of a cache key: its content's FNV-1a hash (files up to 1 MiB: sources, configs, prompt sets), else
+// its size and modification time (weights, programs, libraries: rewritten whenever they change); "-" when missing.
+inline std::string fingerprint(const std::filesystem::path& f) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto size = fs::file_size(f, ec);
+  if (ec) return f.filename().string() + ":-";
+  if (size > (1u << 20))
+    return f.filename().string() + ":" + std::to_string(size) + "@" +
+           std::to_string(fs::last_write_time(f, ec).time_since_epoch().count());
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64 (offset basis, prime 2^40 + 2^8 + 0xb3)
+  std::FILE* in = std::fopen(f.c_str(), "rb");
+  for (int c; in && (c = std::fgetc(in)) != EOF;) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  if (in) std::fclose(in);
+  return f.filename().string() + ":" + std::to_string(h);
+}
+
+// The fingerprints of every regular file directly in `dir` whose name ends with `suffix`, in name order.
+inline std::string folder_fingerprint(const std::filesystem::path& dir, const std::string& suffix = "") {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::string key;
+  for (const auto& f : files) key += fingerprint(f) + ";";
+  return key;
+}
+
+// The file a cached folder's key is kept in (written before the folder is renamed into place).
+inline const char* kKeyFile = ".kvconf-cache-key";
+
 // `dir`, written by the shell command command(tmp) into a temporary folder beside it and renamed into place (another
-// process may win the race: then its folder stays and ours goes); empty with *why set when the command failed.
+// process may win the race: then its folder stays and ours goes); empty with *why set when the command failed. `key`
+// says what made it (the command, the adapter's sources, the engine's version and library, the fixture, the options):
+// a folder made under another key is written again.
 inline std::filesystem::path write_once(const std::filesystem::path& dir, std::string* why,
-                                        const std::function<std::string(const std::filesystem::path&)>& command) {
+                                        const std::function<std::string(const std::filesystem::path&)>& command,
+                                        const std::string& key = "") {
   namespace fs = std::filesystem;
   fs::create_directories(dir.parent_path());
+  std::error_code ec;
+  if (fs::is_directory(dir)) {
+    std::string held;
+    if (std::FILE* in = std::fopen((dir / kKeyFile).c_str(), "rb")) {
+      for (int c; (c = std::fgetc(in)) != EOF;) held += static_cast<char>(c);
+      std::fclose(in);
+    }
+    if (held == key) return dir;
+    fs::remove_all(dir, ec);  // made by something else: written again
+  }
   const std::string pid = std::to_string(::getpid());
   const fs::path tmp = dir.string() + ".tmp" + pid;
   fs::remove_all(tmp);
-  if (!run_logged(command(tmp), dir.string() + ".log" + pid, why)) return {};
-  std::error_code ec;
+  const std::string cmd = command(tmp);
+  if (!run_logged(cmd, dir.string() + ".log" + pid, why)) return {};
+  if (std::FILE* out = std::fopen((tmp / kKeyFile).c_str(), "wb")) {
+    std::fwrite(key.data(), 1, key.size(), out);
+    std::fclose(out);
+  }
   fs::rename(tmp, dir, ec);
   if (ec) fs::remove_all(tmp);
   return dir;

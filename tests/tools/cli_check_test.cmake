@@ -43,7 +43,10 @@ foreach(case "wrong_shape:field 'logits': shape"
              "format_2:field 'format': 'kvconf.trace/2'"
              "draws_outside:field 'draws.5.'"
              "truncated:truncated.safetensors: truncated"
-             "kv_in_off:field 'k_rows': present in a cache_off trace")
+             "kv_in_off:field 'k_rows': present in a cache_off trace"
+             "report_in_11:field 'cache_after': needs format 'kvconf.trace/1.2'"
+             "report_missing:field 'calls_reported_by': missing"
+             "report_short:field 'cache_after': expected 6 row counts")
   string(FIND "${case}" ":" colon)
   string(SUBSTRING "${case}" 0 ${colon} name)
   math(EXPR start "${colon} + 1")

@@ -1,4 +1,4 @@
-# Writes kvconf.trace/1 files for the kvconf check CLI test (tests/tools/cli_check_test.cmake): one good pair with
+# Writes kvconf.trace/1, 1.1 and 1.2 files for the kvconf check CLI test (tests/tools/cli_check_test.cmake): one good pair with
 # synthetic logits, and one broken trace per defect docs/TRACES.md says exits 2. numpy + safetensors only.
 # Usage: make_traces.py OUTDIR
 import json
@@ -52,6 +52,8 @@ def main(out):
     z2[0, 3] = np.nextafter(z2[0, 3], np.float16(np.inf))
     write(f"{out}/prefill.on.safetensors", good_on, {"logits": z})
     write(f"{out}/prefill.off.safetensors", good_off, {"logits": z2})
+    # cache OFF's calls: the whole sequence from an empty cache at every step.
+    off_calls = {"calls": [[len(PROMPT) + t, 0] for t in range(T)], "call_of_step": list(range(T))}
     bad = {
         "wrong_shape": (good_off, {"logits": z[:, :-1].copy()}),
         "nan_logits": (good_off, {"logits": np.where(np.arange(T * V).reshape(T, V) == 7, np.float16(np.nan), z)}),
@@ -63,6 +65,13 @@ def main(out):
         "draws_outside": (meta("cache_off", generated_ids=toks, draws=[0.5] * (T - 1) + [1.5]), {"logits": z}),
         "kv_in_off": (meta("cache_off", generated_ids=toks, model={"name": "toy", "vocab_size": V, "n_layers": 2}),
                       {"logits": z, "k_rows": np.zeros((2, 9, 4), np.float16), "v_rows": np.zeros((2, 9, 4), np.float16)}),
+        # 1.2's engine report (docs/TRACES.md): in a 1.1 trace, missing beside calls, one count short.
+        "report_in_11": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.1", **off_calls,
+                              cache_after=[0] * T), {"logits": z}),
+        "report_missing": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2", **off_calls),
+                           {"logits": z}),
+        "report_short": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2", **off_calls,
+                              cache_after=[0] * (T - 1), calls_reported_by="a test"), {"logits": z}),
     }
     for name, (m, tensors) in bad.items():
         path = f"{out}/{name}.safetensors"

@@ -31,10 +31,14 @@ ExpectedCalls expected_calls(engine::Scenario s, const engine::ScenarioOptions& 
                              std::size_t shared, std::size_t steps);
 
 // scenario_path: `a` and `b`, the calls each side made, against `want`. A failure names the first call that differs,
-// after the side's label ("side A", or a trace's file); a pass says how the scenario side started.
+// after the side's label ("side A", or a trace's file), the fields that differ (fed, cached, batch) and, when the
+// side's call_of_step is given (steps_a, steps_b: the call whose logits chose each token), the step that call served;
+// a pass says how the scenario side started.
 CheckResult scenario_path_rule(const std::string& scenario, const std::string& label_a,
                                const std::vector<engine::CallRecord>& a, const std::string& label_b,
-                               const std::vector<engine::CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed);
+                               const std::vector<engine::CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed,
+                               const std::vector<std::size_t>& steps_a = {},
+                               const std::vector<std::size_t>& steps_b = {});
 // On a pair whose logits were kept: scenario_shared_steps_bitwise for refill and restore (the steps before at_step),
 // and scenario_bitwise for restore and whenever `bitwise_why` is not empty (why it is demanded: an invariant profile,
 // --expect-bitwise). Tokens and logits, over every step either side has (a missing step is a difference).

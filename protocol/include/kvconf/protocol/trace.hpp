@@ -1,4 +1,4 @@
-// kvconf.trace/1 and /1.1 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one side of
+// kvconf.trace/1, /1.1 and /1.2 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one side of
 // a scenario (1.1: prefix, chunked, refill, restore, batch; docs/SCENARIOS.md), read from a .safetensors file whose
 // metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every defect is BadInput naming
 // the file and the field.
@@ -17,6 +17,8 @@ namespace kvconf::protocol {
 
 inline constexpr const char* kTraceFormat = "kvconf.trace/1";
 inline constexpr const char* kTraceFormat11 = "kvconf.trace/1.1";  // adds scenario and calls; 1 is still read
+// Adds the engine's own report of each call: cache_after and calls_reported_by (required with calls); 1, 1.1 still read.
+inline constexpr const char* kTraceFormat12 = "kvconf.trace/1.2";
 
 struct Trace {
   std::filesystem::path file;
@@ -51,6 +53,11 @@ struct Trace {
   // logits chose it.
   std::vector<engine::CallRecord> calls;
   std::vector<std::size_t> call_of_step;
+  // 1.2, with calls: the rows of this sequence the engine's cache held after each call, as the engine's cache object
+  // reported them (0: the call kept no cache), and how the engine's report was obtained (a forward pre-hook, the
+  // memory's positions, ...). Empty in 1 and 1.1.
+  std::vector<std::size_t> cache_after;
+  std::string calls_reported_by;
 
   // "<fp32|fp16|bf16>-<engine>-<attention>" ("+" and scenario_options() for a scenario other than cache): the profile
   // name the reports group this engine configuration under.
