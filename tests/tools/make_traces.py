@@ -54,6 +54,21 @@ def main(out):
     write(f"{out}/prefill.off.safetensors", good_off, {"logits": z2})
     # cache OFF's calls: the whole sequence from an empty cache at every step.
     off_calls = {"calls": [[len(PROMPT) + t, 0] for t in range(T)], "call_of_step": list(range(T))}
+    # 1.2 pairs with the engine's report (docs/TRACES.md "The engine's report"): the calls each path makes and the
+    # cache rows after them; then the same cache-ON side whose cache held one row too few after call 2.
+    n = len(PROMPT)
+    on_calls = {"calls": [[n, 0]] + [[1, n + t - 1] for t in range(1, T)], "call_of_step": list(range(T))}
+    report = {"format": "kvconf.trace/1.2", "calls_reported_by": "make_traces.py"}
+    held = [n + t for t in range(T)]
+    write(f"{out}/report.on.safetensors", meta("cache_on", generated_ids=toks, **report, **on_calls,
+                                               cache_after=held), {"logits": z})
+    write(f"{out}/report.off.safetensors", meta("cache_off", generated_ids=toks, **report, **off_calls,
+                                                cache_after=[0] * T), {"logits": z})
+    write(f"{out}/growth.on.safetensors", meta("cache_on", generated_ids=toks, **report, **on_calls,
+                                               cache_after=held[:2] + [held[2] - 1] + held[3:]), {"logits": z})
+    # The cache-ON side that recomputed: its report says so, its logits are cache OFF's.
+    write(f"{out}/recompute.on.safetensors", meta("cache_on", generated_ids=toks, **report, **off_calls,
+                                                  cache_after=held), {"logits": z})
     bad = {
         "wrong_shape": (good_off, {"logits": z[:, :-1].copy()}),
         "nan_logits": (good_off, {"logits": np.where(np.arange(T * V).reshape(T, V) == 7, np.float16(np.nan), z)}),
