@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvconf/engine/call_record.hpp"
+#include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/engine/sampling.hpp"
 #include "kv_state.hpp"
 
@@ -20,10 +21,9 @@ struct llama_context;
 
 namespace kvconf::llama_cpp {
 
-// Bad input (a GGUF llama.cpp refuses, a prompt outside the vocabulary, an unknown option value): one line, exit 2.
-struct BadInput : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Bad input (a GGUF llama.cpp refuses, a prompt outside the vocabulary, an unknown option value): one line, exit 2;
+// kvconf's own (protocol/bad_input.hpp), as every kvconf command throws it.
+using protocol::BadInput;
 
 struct RunOptions {
   std::string cache_type = "f16";  // the K and V cache's ggml type: f32 | f16 | q8_0 | q4_0
