@@ -89,7 +89,7 @@ int check_command(const CheckCliOptions& c) {
     reports::ReportInput in;
     in.title = "kvconf check " + (c.dir.empty() ? c.on + " " + c.off : c.dir);
     in.pairs = r.records;
-    in.meta = provenance("kvconf check");
+    in.meta = provenance("kvconf check", false);  // no torch kernel: libtorch is not loaded for its version
     in.meta.update({{"traces", o.inputs}, {"model", c.model}, {"pairs", r.records.size()}});
     failed_rules = write_report_with_summary(in, c.out);
   } catch (const BadInput& e) {
