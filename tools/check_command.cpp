@@ -84,7 +84,7 @@ int check_command(const CheckCliOptions& c) {
                 r.resumed, c.out.c_str());
     print_summary(r);
     if (r.replay_max_diff >= 0)
-      std::printf("fp32 replay (kvconf engine, cache OFF, every step): max |z_off - z_fp32| = %.6g\n",
+      std::printf("fp32 replay (kvconf engine, prefill then decode over an fp32 cache): max |z_off - z_fp32| = %.6g\n",
                   r.replay_max_diff);
     reports::ReportInput in;
     in.title = "kvconf check " + (c.dir.empty() ? c.on + " " + c.off : c.dir);

@@ -187,23 +187,25 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
        conformance::scenario_bitwise_rules(*engine::parse_scenario(p.on.scenario), p.on.at_step,
                                            expect_bitwise ? "--expect-bitwise" : "", run, p.on.seed))
     rec.rules.push_back(std::move(r));
-  // The fp32 replay (cache OFF) of the prompt and the first s cache-OFF tokens, computed once per step and shared by
-  // the flip rules (steps up to the flip) and the replay difference (every step).
+  // The fp32 replay of the prompt and the cache-OFF tokens in one pass over an fp32 cache: the prompt's prefill
+  // (z_ref,0: the cache-OFF recompute of the prompt bit for bit, PrefillConformance), then one decode per cache-OFF
+  // token (z_ref,s), as far as a step is asked for; shared by the flip rules (steps up to the flip) and the replay
+  // difference (every step). Not a recompute per step (quadratic in the length): the two fp32 evaluations differ by
+  // fp32 rounding, far below the 16-bit differences S gauges (docs/TRACES.md "The fp32 replay").
   conformance::ReferenceLogits z_ref;
   std::unique_ptr<engine::Context> ctx;
   std::vector<std::vector<float>> replay;  // (steps computed so far, V)
   auto replay_at = [&](std::size_t s) -> const std::vector<float>& {
-    while (replay.size() <= s) {
-      std::vector<int> seq = p.off.prompt_ids;
-      seq.insert(seq.end(), run.tokens_off.begin(),
-                 run.tokens_off.begin() + static_cast<std::ptrdiff_t>(replay.size()));
-      replay.push_back(ctx->recompute(seq));
-    }
+    while (replay.size() <= s)
+      replay.push_back(replay.empty() ? ctx->prefill(p.off.prompt_ids)
+                                      : ctx->decode(run.tokens_off[replay.size() - 1]));
     return replay[s];
   };
   if (fp32) {
     static const kernels::Registry registry = kernels::cpu_registry();  // must outlive the context's kernels
-    ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry));
+    engine::ContextOptions co;
+    co.capacity = p.off.prompt_ids.size() + run.tokens_off.size();  // (prompt + T) rows: the cache never grows
+    ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry), co);
     z_ref = [&](const std::vector<int>& seq) { return replay_at(seq.size() - p.off.prompt_ids.size()); };
   }
   for (results::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))

@@ -1,7 +1,7 @@
 // kvconf check (docs/TRACES.md): kvconf model's rules applied to the cache-ON / cache-OFF trace pairs of any engine,
 // each pair becoming the same RunPairRecord `kvconf model` writes (free-running regime), appended to OUT/pairs.jsonl
-// as it is checked (resumable). With the checkpoint, kvconf's own fp32 engine replays each prompt (cache OFF) as
-// FlipsAreNearTies' reference.
+// as it is checked (resumable). With the checkpoint, kvconf's own fp32 engine replays each prompt and its cache-OFF
+// tokens (one prefill, then one decode per token over an fp32 cache) as FlipsAreNearTies' reference.
 #pragma once
 
 #include <cstddef>
