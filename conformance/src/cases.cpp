@@ -253,6 +253,26 @@ std::vector<AttentionCase> attention_cases() {
   };
 }
 
+// The quick set: each case chosen for the properties it adds (coverage.hpp; coverage_test checks that these cover every
+// property of attention_cases()), 4 query heads and few rows so that the oracle's cost, n_q·heads·n_kv·d summed over
+// the cases, stays that of the sweep's 9 quick shapes (3.1e6 against 3.3e6). The first two are the sweep's first two.
+std::vector<AttentionCase> quick_attention_cases() {
+  using D = Data;
+  return {
+      attn({4, 16, 64, 4, 4}),                                           // MHA, d 64
+      attn({4, 64, 64, 4, 1}),                                           // MQA
+      attn({8, 200, 128, 4, 2, true, 32, 256}),                          // GQA 2 × 2 KV heads, window, spare capacity,
+                                                                         // chunks of 4 rows, a partial tile of 64
+      attn({4, 512, 128, 4, 2}),                                         // a long cache
+      attn({4, 128, 256, 4, 2, true, 0, 0, 50.0, D::p_flush}),           // d 256, softcap binds, p flushed to zero
+      attn({4, 96, 64, 4, 2, false, 16}),                                // non-causal, symmetric window
+      attn({4, 128, 128, 4, 2, true, 0, 0, 0.0, D::near_exp_overflow}),  // scores near fp16's exp overflow
+      attn({4, 64, 128, 4, 2, true, 0, 0, 0.0, D::same_sign}),           // no cancellation, scores near √d
+      attn({4, 64, 128, 4, 2, true, 0, 0, 0.0, D::wide_range}),          // wide dynamic range
+      attn({1, 1, 128, 4, 2}),                                           // first token: one key, one row
+  };
+}
+
 std::uint64_t seed_for(const std::string& rule, const std::string& case_id) {
   if (const char* s = std::getenv("KVCONF_SEED"); s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 0);
   std::uint64_t h = 1469598103934665603ull;
@@ -295,6 +315,28 @@ std::vector<float> make_values(std::size_t n, Format f, Data data, std::uint64_t
     v = kernels::round_double(f, r * scale);
   }
   return x;
+}
+
+DataMoments data_moments(Data data, double scale) {
+  DataMoments m;
+  switch (data) {
+    case Data::normal:
+      m = {0.0, 1.0};
+      break;
+    case Data::same_sign:  // U(0.5, 1.5): mean 1, variance 1/12
+      m = {1.0, 1.0 + 1.0 / 12.0};
+      break;
+    case Data::wide_range:  // E[z²]·E[2^(2(16u − 8))] = ∫₀¹ 2^(32u − 16) du = (2^16 − 2^-16) / (32 ln 2)
+      m = {0.0, (0x1p16 - 0x1p-16) / (32.0 * std::log(2.0))};
+      break;
+    case Data::near_exp_overflow:
+      m = {0.0, kNearExpOverflowSigma * kNearExpOverflowSigma};
+      break;
+    case Data::p_flush:
+      m = {0.0, kPFlushSigma * kPFlushSigma};
+      break;
+  }
+  return {m.mean * scale, m.second * scale * scale};
 }
 
 }  // namespace kvconf::conformance

@@ -18,8 +18,9 @@ def _set(set_):
 
 
 def attention_cases(set="quick"):
-    """quick: kvconf kernels --quick's shapes; default: the suites' fast cases (what Plugin/ and Torch/ run in
-    ctest); full: the suites' tables with the slow cases."""
+    """quick: 10 small cases that exercise every property of the full table (case.properties; the pytest plugin's
+    default); default: the suites' fast cases (what Plugin/ and Torch/ run in ctest); full: the suites' tables with
+    the slow cases."""
     return _core.attention_cases(_set(set))
 
 

@@ -28,8 +28,9 @@ SPARE_PAGES = 2  # physical pages no sequence owns, full of NaN
 
 
 def _cycle(n, g):
-    """A random permutation of range(n) that is one cycle (Sattolo's algorithm): no page is where it would be without
-    the table, so a kernel that ignores the block table reads a wrong page for every logical page."""
+    """A random permutation of range(n), n >= 2, that is one cycle (Sattolo's algorithm, drawn from generator g): a
+    bijection with no fixed point, so no page is where it would be without the table and a kernel that ignores the
+    block table reads a wrong page for every logical page."""
     torch = _torch()
     order = list(range(n))
     for i in range(n - 1, 0, -1):
@@ -41,8 +42,19 @@ def _cycle(n, g):
 def pool_of(caches, page_size, seed=0):
     """One page pool for several contiguous caches [(k_cache, v_cache)], each (capacity_b, H_kv, dim): their pages in
     a shuffled physical order (one cycle, seeded by `seed` and the page count), NaN past each capacity and in
-    SPARE_PAGES spare pages. Returns (k_pages, v_pages, block_tables): block_tables (B, max_pages) int32, a sequence's
-    entries past its own pages pointing at a spare page."""
+    SPARE_PAGES spare pages. Returns (k_pages, v_pages, block_tables): k_pages (n + SPARE_PAGES, page_size, H_kv, d)
+    and v_pages likewise with d_v, n = Σ_b ceil(capacity_b / page_size) logical pages; block_tables (B, max_pages)
+    int32, a sequence's entries past its own pages pointing at a spare page.
+
+    Its promises (python/tests/test_paged_layout.py checks each over seeds, page sizes and batches):
+      - a bijection: the logical pages (numbered over the sequences in turn) and the spare pages fill the pool, each
+        on a physical page of its own: no page shared, exactly SPARE_PAGES pages no sequence owns;
+      - every page moved: no logical page sits at its own number (one cycle);
+      - every row reachable: row r of sequence b is row r % page_size of page block_tables[b, r // page_size], bit for
+        bit, for k and v;
+      - nothing else finite: every other row of the pool (past each capacity, the spare pages) is NaN, and the table
+        entries past a sequence's pages point at a spare page;
+      - reproducible: the same caches, page_size and seed give the same pool and tables."""
     torch = _torch()
     counts = [-(-k.shape[0] // page_size) for k, _ in caches]
     logical = sum(counts)
@@ -69,7 +81,8 @@ def pool_of(caches, page_size, seed=0):
 
 
 def pages_of(k_cache, v_cache, page_size, seed=0):
-    """(k_pages, v_pages, block_table) for one contiguous cache (capacity, H_kv, dim) (pool_of of one sequence)."""
+    """(k_pages, v_pages, block_table) for one contiguous cache (capacity, H_kv, dim) (pool_of of one sequence, with its
+    promises): block_table (ceil(capacity / page_size),) int32, block_table[j] != j for every page j."""
     k_pages, v_pages, tables = pool_of([(k_cache, v_cache)], page_size, seed)
     return k_pages, v_pages, tables[0]
 

@@ -1,6 +1,7 @@
 // The case tables as Python values: the call shapes a kernel is called with (AttentionCall, GemmShape, NormShape and
-// NormParams) and the cases of the three sets, "quick" (kvconf kernels --quick), "default" (the suites' fast cases:
-// what Plugin/ and Torch/ run in ctest) and "full" (the suites' tables, slow cases included).
+// NormParams) and the cases of the three sets, "quick" (attention: quick_attention_cases, chosen by property coverage;
+// the other kinds: kvconf kernels --quick), "default" (the suites' fast cases: what Plugin/ and Torch/ run in ctest)
+// and "full" (the suites' tables, slow cases included); an attention case's properties (coverage.hpp).
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -9,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "kvconf/conformance/cases.hpp"
+#include "kvconf/conformance/coverage.hpp"
 #include "kvconf/conformance/sweep.hpp"
 
 namespace kvconf::python {
@@ -106,6 +108,8 @@ void bind_cases(nb::module_& m) {
       .def_ro("call", &AttentionCase::call)
       .def_prop_ro("data", [](const AttentionCase& c) { return std::string(conformance::data_name(c.data)); })
       .def_ro("slow", &AttentionCase::slow)
+      // what the case exercises ("heads.gqa", "mask.window", "scores.p_flush", ...: conformance/coverage.hpp)
+      .def_prop_ro("properties", [](const AttentionCase& c) { return conformance::attention_properties(c); })
       .def("__repr__", [](const AttentionCase& c) { return "AttentionCase('" + c.id() + "')"; });
   nb::class_<GemmCase>(m, "GemmCase")
       .def_prop_ro("id", &GemmCase::id)
@@ -130,7 +134,8 @@ void bind_cases(nb::module_& m) {
       .def_ro("slow", &NormCase::slow)
       .def("__repr__", [](const NormCase& c) { return "NormCase('" + c.id() + "')"; });
 
-  def_cases(m, "attention_cases", &conformance::sweep_attention_cases, &conformance::attention_cases);
+  def_cases(
+      m, "attention_cases", +[](bool) { return conformance::quick_attention_cases(); }, &conformance::attention_cases);
   def_cases(m, "gemm_cases", &conformance::sweep_gemm_cases, &conformance::gemm_cases);
   def_cases(m, "projection_cases", &conformance::sweep_projection_cases, &conformance::projection_cases);
   def_cases(m, "norm_cases", &conformance::sweep_norm_cases, &conformance::norm_cases);

@@ -64,10 +64,22 @@ std::vector<ProjectionCase> projection_cases();
 std::vector<NormCase> norm_cases();
 std::vector<AttentionCase> attention_cases();
 
+// The quick attention set (Python's attention_cases("quick"), the pytest plugin's default): ten small cases chosen so
+// that together they exercise every property of coverage.hpp that attention_cases() exercises, at about the oracle
+// cost of the kernel sweep's quick shapes (which `kvconf run` and the golden baselines keep).
+std::vector<AttentionCase> quick_attention_cases();
+
 // Seed of a (rule, case id): FNV-1a of "rule/id", unless the KVCONF_SEED environment variable overrides it.
 std::uint64_t seed_for(const std::string& rule, const std::string& case_id);
 
 // Seeded inputs: n values of format f drawn per `data` (deterministic for a seed).
 std::vector<float> make_values(std::size_t n, Format f, Data data, std::uint64_t seed, double scale = 1.0);
+
+// The first two moments of one value make_values draws per `data` (before rounding, times `scale`): E[x] and E[x²].
+struct DataMoments {
+  double mean = 0.0;
+  double second = 0.0;
+};
+DataMoments data_moments(Data data, double scale = 1.0);
 
 }  // namespace kvconf::conformance
