@@ -272,11 +272,11 @@ void run_report(Bytes in) {
 void run_trace(Bytes in) {
   const protocol::Trace t = protocol::read_trace(write_scratch("trace.safetensors", in));
   protocol::TracePair p{t, t};
-  p.on.cache_on = true;
-  p.off.cache_on = false;
-  p.off.k_rows.clear();
-  p.off.v_rows.clear();
-  p.off.kv_rows = p.off.kv_dim = 0;
+  p.scenario_side.cache_on = true;
+  p.reference_side.cache_on = false;
+  p.reference_side.k_rows.clear();
+  p.reference_side.v_rows.clear();
+  p.reference_side.kv_rows = p.reference_side.kv_dim = 0;
   (void)protocol::check_trace_pair(p, nullptr);
 }
 

@@ -26,8 +26,10 @@ from typing import Sequence
 from engine_report import ForwardProbe
 from hf_cache import cache_rows, supports_logits_to_keep
 from kvconf_sampler import sample, step_draw
+from scenario_list import NAMES
 
-SCENARIOS = ("prefix", "chunked", "refill", "restore", "batch")
+# Every scenario of engine/scenarios.json but cache (kvconf_hf_trace.run_path's two paths): each has a driver below.
+SCENARIOS = tuple(name for name in NAMES if name != "cache")
 
 
 class Hooks:

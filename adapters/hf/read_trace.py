@@ -19,7 +19,11 @@ import math
 import os
 import struct
 import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenario_list import SCENARIOS  # noqa: E402  (engine/scenarios.json: the one list of scenarios)
 
 FORMAT = "kvconf.trace/1"
 # 1.1 adds scenario, calls and call_of_step; 1.2 the engine's report beside the calls (cache_after, calls_reported_by)
@@ -92,10 +96,11 @@ def _check_scenario(path: str, meta: dict) -> None:
     if report and meta["format"] != "kvconf.trace/1.2":
         _fail(path, report[0], "needs format kvconf.trace/1.2")
     sc = meta.get("scenario", {"name": "cache"})
-    if not isinstance(sc, dict) or sc.get("name") not in ("cache", "prefix", "batch", "chunked", "refill", "restore"):
+    if not isinstance(sc, dict) or sc.get("name") not in SCENARIOS:
         _fail(path, "scenario.name", f"{sc.get('name') if isinstance(sc, dict) else sc!r} is not a known scenario")
-    if sc["name"] != "cache" and sc.get("side") not in ("scenario", "reference"):
-        _fail(path, "scenario.side", f"{sc.get('side')!r} is not scenario or reference")
+    sides = (SCENARIOS[sc["name"]]["side_a"], SCENARIOS[sc["name"]]["side_b"])
+    if sides != ("cache_on", "cache_off") and sc.get("side") not in sides:
+        _fail(path, "scenario.side", f"{sc.get('side')!r} is not {' or '.join(sides)}")
     if ("calls" in meta) != ("call_of_step" in meta):
         _fail(path, "calls", "calls and call_of_step come together")
     if "calls" not in meta:

@@ -23,6 +23,7 @@ import kvconf_hf_trace  # noqa: E402
 import planted_narrow_cache  # noqa: E402
 import planted_path_lies  # noqa: E402
 import planted_scenario_faults  # noqa: E402
+import scenario_list  # noqa: E402
 
 
 def main() -> int:
@@ -43,7 +44,7 @@ def main() -> int:
         if rc != 0:
             raise SystemExit(f"{script_main.__module__}.py {' '.join(argv)} exited {rc}")
 
-    for scenario in ("cache", "prefix", "chunked", "refill", "restore", "batch"):
+    for scenario in scenario_list.NAMES:  # engine/scenarios.json: every scenario kvconf knows
         adapter(kvconf_hf_trace.main, scenario, traces)
     out = os.path.join(a.out, "check")
     p = subprocess.run([a.kvconf, "check", "--dir", traces, "--model", model, "--out", out], capture_output=True,
@@ -67,7 +68,7 @@ def main() -> int:
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
         if scenario in ("refill", "restore") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
-    if seen != {"cache": 2, "prefix": 2, "chunked": 2, "refill": 2, "restore": 2, "batch": 2}:
+    if seen != {name: 2 for name in scenario_list.NAMES}:
         failures.append(f"pairs per scenario: {seen}")
 
     def planted(label, folder, rule, naming=""):

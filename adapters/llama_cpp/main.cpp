@@ -13,6 +13,7 @@
 
 #include "kvconf/analysis/prompts.hpp"
 #include "kvconf/engine/safetensors.hpp"
+#include "kvconf/engine/scenario.hpp"
 #include "llama_run.hpp"
 
 namespace fs = std::filesystem;
@@ -99,9 +100,8 @@ int main(int argc, char** argv) {
     if (paths != "on,off" && paths != "on" && paths != "off" && paths != "off,on")
       throw BadInput("--paths '" + paths + "': expected on,off, on or off");
     if (o.max_new_tokens < 1) throw BadInput("--max-new-tokens must be at least 1");
-    static const std::set<std::string> scenarios = {"cache", "chunked", "prefix", "refill", "restore", "batch"};
-    if (!scenarios.count(scenario))
-      throw BadInput("--scenario '" + scenario + "': expected cache, chunked, prefix, refill, restore or batch");
+    if (!engine::parse_scenario(scenario))  // engine/scenarios.json's list
+      throw BadInput("--scenario '" + scenario + "': expected " + engine::scenario_names_text());
     if (scenario == "chunked" && chunk < 1) throw BadInput("--chunk must be at least 1");
     llama_cpp::check_event_step(scenario, at_step, o.max_new_tokens);  // before the model loads
     if (o.kv && o.kv_step >= o.max_new_tokens)

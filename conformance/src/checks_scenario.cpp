@@ -107,14 +107,15 @@ CheckResults scenario_bitwise_rules(Scenario s, std::size_t at_step, const std::
                                     const analysis::PairedRun& run, std::uint64_t seed) {
   const std::string name = engine::scenario_name(s);
   CheckResults r;
-  if (s == Scenario::refill || s == Scenario::restore) {
+  const engine::ScenarioInfo& info = engine::scenario_info(s);  // which bitwise rules apply: engine/scenarios.json
+  if (info.bitwise_before_event) {
     const StepsCompared c = compare_steps(run, at_step);
     r.push_back(detail::bitwise_result("scenario_shared_steps_bitwise", c.equal ? 0.0 : std::max(c.worst, 1e-300), seed,
                                        name + ": steps 0.." + std::to_string(at_step) +
                                            " (before the event) are the same computation; max |dz| " +
                                            detail::num(c.worst)));
   }
-  if (s == Scenario::restore || !bitwise_why.empty()) {
+  if (info.bitwise || !bitwise_why.empty()) {
     const std::size_t T = std::max(run.tokens_on.size(), run.tokens_off.size());
     const StepsCompared c = compare_steps(run, T);
     r.push_back(detail::bitwise_result(

@@ -3,38 +3,55 @@
 #include "kvconf/engine/scenario.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace kvconf::engine {
 
-const char* scenario_name(Scenario s) {
-  switch (s) {
-    case Scenario::cache:
-      return "cache";
-    case Scenario::prefix:
-      return "prefix";
-    case Scenario::batch:
-      return "batch";
-    case Scenario::chunked:
-      return "chunked";
-    case Scenario::refill:
-      return "refill";
-    case Scenario::restore:
-      return "restore";
-  }
-  return "?";
+namespace {
+
+// engine/scenarios.json's rows, generated into scenario_table.inc at configure time (engine/CMakeLists.txt).
+#define KVCONF_SCENARIO(id, name, side_a, side_b, option, in_profile, before_event, bitwise, prefill) \
+  ScenarioInfo{Scenario::id, name, side_a, side_b, option, in_profile, before_event, bitwise, prefill},
+constexpr ScenarioInfo kScenarios[] = {
+#include "scenario_table.inc"
+};
+#undef KVCONF_SCENARIO
+
+// The enum is the JSON's list in its order: a scenario added to one and not the other does not compile.
+constexpr bool enum_matches_table() {
+  for (std::size_t i = 0; i < std::size(kScenarios); ++i)
+    if (static_cast<std::size_t>(kScenarios[i].id) != i) return false;
+  return std::size(kScenarios) == static_cast<std::size_t>(Scenario::restore) + 1;
 }
+static_assert(enum_matches_table(), "engine/scenarios.json and enum class Scenario list different scenarios");
+
+}  // namespace
+
+const ScenarioInfo& scenario_info(Scenario s) { return kScenarios[static_cast<std::size_t>(s)]; }
+
+const char* scenario_name(Scenario s) { return scenario_info(s).name; }
 
 const std::vector<Scenario>& all_scenarios() {
-  static const std::vector<Scenario> v = {Scenario::cache,   Scenario::prefix, Scenario::batch,
-                                          Scenario::chunked, Scenario::refill, Scenario::restore};
+  static const std::vector<Scenario> v = [] {
+    std::vector<Scenario> all;
+    for (const ScenarioInfo& x : kScenarios) all.push_back(x.id);
+    return all;
+  }();
   return v;
 }
 
 std::optional<Scenario> parse_scenario(std::string_view s) {
-  for (Scenario x : all_scenarios())
-    if (s == scenario_name(x)) return x;
+  for (const ScenarioInfo& x : kScenarios)
+    if (s == x.name) return x.id;
   return std::nullopt;
+}
+
+std::string scenario_names_text() {
+  std::string text;
+  for (std::size_t i = 0; i < std::size(kScenarios); ++i)
+    text += (i == 0 ? "" : i + 1 == std::size(kScenarios) ? " or " : ", ") + std::string(kScenarios[i].name);
+  return text;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> ScenarioHooks::chunks(std::size_t n, std::size_t chunk) const {

@@ -60,16 +60,16 @@ void resolve_options(const ProtocolOptions& o, RunSetup& s) {
     throw BadInput("--shard '" + o.shard.str() + "': expected I/N with 0 <= I < N");
   if (o.out.empty()) throw BadInput("--out is required (the results directory)");
   if (o.scenarios.empty())
-    throw BadInput("--scenario: no scenario given (cache, prefix, batch, chunked, refill, restore)");
+    throw BadInput("--scenario: no scenario given (all, " + engine::scenario_names_text() + ")");
   for (std::size_t i = 0; i < o.scenarios.size(); ++i) {
     const std::string& sc = o.scenarios[i];
     if (!engine::parse_scenario(sc))
-      throw BadInput("--scenario: '" + sc + "' is not a scenario (expected all, or cache, prefix, batch, chunked, " +
-                     "refill, restore)");
+      throw BadInput("--scenario: '" + sc + "' is not a scenario (expected all, or " + engine::scenario_names_text() +
+                     ")");
     if (std::find(o.scenarios.begin(), o.scenarios.begin() + static_cast<std::ptrdiff_t>(i), sc) !=
         o.scenarios.begin() + static_cast<std::ptrdiff_t>(i))
       throw BadInput("--scenario: '" + sc + "' is listed twice");
-    if ((sc == "refill" || sc == "restore") && o.max_new_tokens < 3)
+    if (std::string(engine::scenario_info(*engine::parse_scenario(sc)).option) == "at_step" && o.max_new_tokens < 3)
       throw BadInput("--scenario " + sc + " needs --max-new-tokens >= 3 (its event falls after step " +
                      "max(1, steps / 3) and must leave a step after it; got " + std::to_string(o.max_new_tokens) + ")");
   }

@@ -63,10 +63,12 @@ std::vector<int> ids(const fs::path& file, const json& obj, const std::string& n
 
 std::string short_dtype(const std::string& d) { return d == "float32" ? "fp32" : d == "float16" ? "fp16" : "bf16"; }
 
-// "cache_on" / "cache_off" for the cache scenario, else "<scenario> scenario-side" / "<scenario> reference-side".
-std::string side_name(const Trace& t) {
-  if (t.scenario == "cache") return t.cache_on ? "cache_on" : "cache_off";
-  return t.scenario + (t.side_a ? " scenario-side" : " reference-side");
+// The side's name (engine/scenarios.json): "cache_on" / "cache_off" for the cache scenario, else "<scenario>
+// scenario-side" / "<scenario> reference-side".
+std::string side_name(engine::Scenario s, bool side_a) {
+  const engine::ScenarioInfo& info = engine::scenario_info(s);
+  const std::string side = side_a ? info.side_a : info.side_b;
+  return side == "cache_on" || side == "cache_off" ? side : std::string(info.name) + " " + side + "-side";
 }
 
 // 1.1's scenario {name, side, chunk, at_step, shared} and calls / call_of_step (docs/TRACES.md); in a 1 trace they
@@ -78,25 +80,27 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
   if (m.contains("scenario")) {
     const json& s = m["scenario"];
     if (!s.is_object()) bad(file, "scenario", "expected an object");
-    t.scenario = str(file, s, "scenario", "name");
-    static const char* known[] = {"cache", "prefix", "batch", "chunked", "refill", "restore"};
-    if (std::find(std::begin(known), std::end(known), t.scenario) == std::end(known))
-      bad(file, "scenario.name", "'" + t.scenario + "', expected cache, prefix, batch, chunked, refill or restore");
-    if (t.scenario != "cache") {
+    const std::string name = str(file, s, "scenario", "name");
+    const std::optional<engine::Scenario> parsed = engine::parse_scenario(name);
+    if (!parsed) bad(file, "scenario.name", "'" + name + "', expected " + engine::scenario_names_text());
+    t.scenario = *parsed;
+    const engine::ScenarioInfo& info = engine::scenario_info(t.scenario);
+    if (std::string(info.side_a) != "cache_on") {  // the sides are scenario.side, both cache-ON
       const std::string side = str(file, s, "scenario", "side");
-      if (side != "scenario" && side != "reference")
-        bad(file, "scenario.side", "'" + side + "', expected scenario or reference");
-      t.side_a = side == "scenario";
-      if (!t.cache_on) bad(file, "path", "cache_off in a " + t.scenario + " trace (both sides of it use a cache)");
+      if (side != info.side_a && side != info.side_b)
+        bad(file, "scenario.side", "'" + side + "', expected " + info.side_a + " or " + info.side_b);
+      t.side_a = side == info.side_a;
+      if (!t.cache_on) bad(file, "path", "cache_off in a " + name + " trace (both sides of it use a cache)");
     }
     if (s.contains("chunk")) t.chunk = uint(file, s["chunk"], "scenario.chunk", 1);
     if (s.contains("at_step")) t.at_step = uint(file, s["at_step"], "scenario.at_step", 1);
     if (s.contains("shared")) t.shared = uint(file, s["shared"], "scenario.shared", 1);
-    if (t.scenario == "chunked" && t.chunk == 0) bad(file, "scenario.chunk", "required for the chunked scenario");
-    if ((t.scenario == "refill" || t.scenario == "restore") && (t.at_step == 0 || t.at_step >= T))
-      bad(file, "scenario.at_step", "required for " + t.scenario + ", from 1 to " + std::to_string(T) + " - 1");
-    if (t.scenario == "prefix" && (t.shared == 0 || t.shared >= t.prompt_ids.size()))
-      bad(file, "scenario.shared", "required for prefix, from 1 to len(prompt_ids) - 1");
+    const std::string option = info.option;  // the one this scenario needs
+    if (option == "chunk" && t.chunk == 0) bad(file, "scenario.chunk", "required for the " + name + " scenario");
+    if (option == "at_step" && (t.at_step == 0 || t.at_step >= T))
+      bad(file, "scenario.at_step", "required for " + name + ", from 1 to " + std::to_string(T) + " - 1");
+    if (option == "shared" && (t.shared == 0 || t.shared >= t.prompt_ids.size()))
+      bad(file, "scenario.shared", "required for " + name + ", from 1 to len(prompt_ids) - 1");
   }
   if (m.contains("calls") != m.contains("call_of_step"))
     bad(file, m.contains("calls") ? "call_of_step" : "calls", "missing (calls and call_of_step come together)");
@@ -145,21 +149,24 @@ void read_engine_report(const fs::path& file, const json& m, bool v12, Trace& t)
 }  // namespace
 
 std::string Trace::profile() const {
-  return short_dtype(dtype) + "-" + engine + "-" + attention + (scenario == "cache" ? "" : "+" + scenario_options());
+  return short_dtype(dtype) + "-" + engine + "-" + attention +
+         (scenario == engine::Scenario::cache ? "" : "+" + scenario_options());
 }
 
 std::string Trace::scenario_options() const {
   // The options a folder may hold several of (chunk sizes, event steps); prefix's shared rows follow the prompt.
-  if (scenario == "chunked") return scenario + std::to_string(chunk);
-  if (scenario == "refill" || scenario == "restore") return scenario + std::to_string(at_step);
-  return scenario;
+  const engine::ScenarioInfo& info = engine::scenario_info(scenario);
+  if (!info.option_in_profile) return info.name;
+  const std::string option = info.option;
+  return info.name + std::to_string(option == "chunk" ? chunk : option == "at_step" ? at_step : shared);
 }
 
 std::string Trace::pair_key() const {
   std::string k = model_name + "|" + dtype + "|" + engine + "|" + engine_version + "|" + attention + "|" + strategy;
   if (strategy != "greedy")
     k += "|k" + std::to_string(top_k) + "|p" + json(top_p).dump() + "|t" + json(temperature).dump();
-  return k + "|s" + std::to_string(seed) + "|" + prompt_id + (scenario == "cache" ? "" : "|" + scenario_options());
+  return k + "|s" + std::to_string(seed) + "|" + prompt_id +
+         (scenario == engine::Scenario::cache ? "" : "|" + scenario_options());
 }
 
 Trace read_trace(const fs::path& file) {
@@ -312,13 +319,13 @@ Trace read_trace(const fs::path& file) {
 }
 
 TracePair make_trace_pair(Trace on, Trace off) {
-  if (on.scenario == "cache" && off.scenario == "cache") {
+  if (on.scenario == engine::Scenario::cache && off.scenario == engine::Scenario::cache) {
     if (!on.cache_on) bad(on.file, "path", "cache_off, but given as --on (expected cache_on)");
     if (off.cache_on) bad(off.file, "path", "cache_on, but given as --off (expected cache_off)");
   }
   if (on.scenario != off.scenario)
-    throw BadInput(on.file.string() + " and " + off.file.string() + " are not a pair: scenario " + on.scenario +
-                   " vs " + off.scenario);
+    throw BadInput(on.file.string() + " and " + off.file.string() + " are not a pair: scenario " +
+                   engine::scenario_name(on.scenario) + " vs " + engine::scenario_name(off.scenario));
   if (!on.side_a) bad(on.file, "scenario.side", "reference, but given as --on (expected the scenario side)");
   if (off.side_a) bad(off.file, "scenario.side", "scenario, but given as --off (expected the reference side)");
   if (on.chunk != off.chunk || on.at_step != off.at_step || on.shared != off.shared)
@@ -359,12 +366,11 @@ std::vector<TracePair> read_trace_folder(const fs::path& dir) {
     auto& [ons, offs] = slot;
     for (auto* side : {&ons, &offs})
       if (side->size() > 1)
-        throw BadInput((*side)[1].file.string() + ": a second " + side_name((*side)[1]) + " trace for the pair of " +
-                       (*side)[0].file.string() + " (" + key + ")");
+        throw BadInput((*side)[1].file.string() + ": a second " + side_name((*side)[1].scenario, (*side)[1].side_a) +
+                       " trace for the pair of " + (*side)[0].file.string() + " (" + key + ")");
     if (ons.empty() || offs.empty()) {
       const Trace& lone = ons.empty() ? offs[0] : ons[0];
-      const std::string missing = lone.scenario == "cache" ? (ons.empty() ? "cache_on" : "cache_off")
-                                                           : (ons.empty() ? "scenario-side" : "reference-side");
+      const std::string missing = side_name(lone.scenario, ons.empty());
       throw BadInput(lone.file.string() + ": no " + missing + " trace in " + dir.string() + " to pair it with (" + key +
                      ")");
     }

@@ -36,14 +36,14 @@ namespace {
 analysis::PairedRun paired_run(const TracePair& p) {
   analysis::PairedRun r;
   r.regime = analysis::Regime::free_running;
-  r.prompt = p.on.prompt_ids;
-  r.tokens_on = p.on.generated_ids;
-  r.tokens_off = p.off.generated_ids;
+  r.prompt = p.scenario_side.prompt_ids;
+  r.tokens_on = p.scenario_side.generated_ids;
+  r.tokens_off = p.reference_side.generated_ids;
   r.flip = analysis::flip_index(r.tokens_on, r.tokens_off);
-  const std::size_t T = std::min(p.on.logits.size(), p.off.logits.size());
+  const std::size_t T = std::min(p.scenario_side.logits.size(), p.reference_side.logits.size());
   for (std::size_t s = 0; s < T; ++s) {
-    const std::vector<float>& a = p.on.logits[s];
-    const std::vector<float>& b = p.off.logits[s];
+    const std::vector<float>& a = p.scenario_side.logits[s];
+    const std::vector<float>& b = p.reference_side.logits[s];
     analysis::StepMetrics m;
     m.step = s;
     m.token_on = r.tokens_on[s];
@@ -55,22 +55,23 @@ analysis::PairedRun paired_run(const TracePair& p) {
     m.max_abs_logit_diff = analysis::max_abs_diff(a, b);
     r.steps.push_back(std::move(m));
   }
-  r.logits_on.assign(p.on.logits.begin(), p.on.logits.begin() + static_cast<std::ptrdiff_t>(T));
-  r.logits_off.assign(p.off.logits.begin(), p.off.logits.begin() + static_cast<std::ptrdiff_t>(T));
+  r.logits_on.assign(p.scenario_side.logits.begin(), p.scenario_side.logits.begin() + static_cast<std::ptrdiff_t>(T));
+  r.logits_off.assign(p.reference_side.logits.begin(),
+                      p.reference_side.logits.begin() + static_cast<std::ptrdiff_t>(T));
   return r;
 }
 
 results::CheckResult prefill_bitwise(const TracePair& p) {
-  const std::vector<float>& a = p.on.logits.front();
-  const std::vector<float>& b = p.off.logits.front();
+  const std::vector<float>& a = p.scenario_side.logits.front();
+  const std::vector<float>& b = p.reference_side.logits.front();
   results::CheckResult r;
   r.rule = "prefill_logits_bitwise";
   r.pass = a == b;
   r.error = analysis::max_abs_diff(a, b);
   r.bound = 0.0;
   r.headroom = r.pass ? 1.0 : -std::numeric_limits<double>::infinity();
-  r.detail = "logits[0] of both traces (the prefill of the same " + std::to_string(p.on.prompt_ids.size()) +
-             "-token prompt), " + p.on.logits_dtype + " vs " + p.off.logits_dtype;
+  r.detail = "logits[0] of both traces (the prefill of the same " + std::to_string(p.scenario_side.prompt_ids.size()) +
+             "-token prompt), " + p.scenario_side.logits_dtype + " vs " + p.reference_side.logits_dtype;
   return r;
 }
 
@@ -94,14 +95,19 @@ conformance::KvRows kv_rows_of(const Trace& t) {
 // tokens: every layer bit for bit), or calls of the same number of rows (layer 0, whose input is the embeddings:
 // bit for bit). Restore and --expect-bitwise demand every layer and row.
 std::optional<results::CheckResult> kv_rule(const TracePair& p, std::size_t shared_steps, bool expect_bitwise) {
-  if (p.on.k_rows.empty() || p.off.k_rows.empty() || p.on.calls.empty() || p.off.calls.empty()) return std::nullopt;
-  const std::vector<engine::CallRecord>& a = p.on.calls;
-  std::vector<engine::CallRecord> b = p.off.calls;
-  if (p.off.kv_step) b = {b.at(p.off.call_of_step.at(*p.off.kv_step))};  // the rows came from that recompute
-  const std::size_t rows = std::min({p.on.kv_rows, p.off.kv_rows, p.on.prompt_ids.size() + shared_steps});
+  if (p.scenario_side.k_rows.empty() || p.reference_side.k_rows.empty() || p.scenario_side.calls.empty() ||
+      p.reference_side.calls.empty())
+    return std::nullopt;
+  const std::vector<engine::CallRecord>& a = p.scenario_side.calls;
+  std::vector<engine::CallRecord> b = p.reference_side.calls;
+  if (p.reference_side.kv_step)
+    b = {b.at(p.reference_side.call_of_step.at(*p.reference_side.kv_step))};  // the rows came from that recompute
+  const std::size_t rows =
+      std::min({p.scenario_side.kv_rows, p.reference_side.kv_rows, p.scenario_side.prompt_ids.size() + shared_steps});
   const std::vector<int> gate = conformance::kv_gate(a, b, rows);
-  return conformance::cached_kv_rule(p.on.scenario, kv_rows_of(p.on), kv_rows_of(p.off), rows, gate,
-                                     expect_bitwise ? "--expect-bitwise" : "", p.on.seed);
+  return conformance::cached_kv_rule(engine::scenario_name(p.scenario_side.scenario), kv_rows_of(p.scenario_side),
+                                     kv_rows_of(p.reference_side), rows, gate, expect_bitwise ? "--expect-bitwise" : "",
+                                     p.scenario_side.seed);
 }
 
 // The first call after which the engine's cache did not hold what the call left in it (1.2's cache_after): a side
@@ -126,33 +132,36 @@ std::string growth_difference(const std::string& label, const Trace& t) {
 // left in the engine's cache what it fed. In a batch the other sequences are the engine's (a padded batch's rows
 // included), so side A's calls must only hold more rows than this sequence fed.
 std::optional<results::CheckResult> path_rule(const TracePair& p) {
-  if (p.on.calls.empty() || p.off.calls.empty()) return std::nullopt;
+  if (p.scenario_side.calls.empty() || p.reference_side.calls.empty()) return std::nullopt;
   engine::ScenarioOptions so;
-  so.chunk = p.on.chunk;
-  so.at_step = p.on.at_step;
-  const std::size_t T = std::min(p.on.generated_ids.size(), p.off.generated_ids.size());
-  conformance::ExpectedCalls want =
-      conformance::expected_calls(*engine::parse_scenario(p.on.scenario), so, p.on.prompt_ids.size(), p.on.shared, T);
-  if (p.on.scenario == "batch")  // any batch larger than this sequence's rows ("at least fed + 1" when it was not)
+  so.chunk = p.scenario_side.chunk;
+  so.at_step = p.scenario_side.at_step;
+  const std::size_t T = std::min(p.scenario_side.generated_ids.size(), p.reference_side.generated_ids.size());
+  conformance::ExpectedCalls want = conformance::expected_calls(
+      p.scenario_side.scenario, so, p.scenario_side.prompt_ids.size(), p.scenario_side.shared, T);
+  if (p.scenario_side.scenario ==
+      engine::Scenario::batch)  // any batch larger than this sequence's rows ("at least fed + 1" when it was not)
     for (std::size_t i = 0; i < want.a.size(); ++i) {
-      const std::size_t have = i < p.on.calls.size() ? std::max(p.on.calls[i].batch, p.on.calls[i].fed) : 0;
+      const std::size_t have =
+          i < p.scenario_side.calls.size() ? std::max(p.scenario_side.calls[i].batch, p.scenario_side.calls[i].fed) : 0;
       want.a[i].batch = have > want.a[i].fed ? have : want.a[i].fed + 1;
     }
-  const std::string of = " of " + p.on.scenario + ")";
-  const std::string label_a = p.on.file.filename().string() + " (side A" + of,
-                    label_b = p.off.file.filename().string() + " (side B" + of;
-  results::CheckResult r = conformance::scenario_path_rule(p.on.scenario, label_a, p.on.calls, label_b, p.off.calls,
-                                                           want, p.on.seed, p.on.call_of_step, p.off.call_of_step);
+  const std::string of = " of " + std::string(engine::scenario_name(p.scenario_side.scenario)) + ")";
+  const std::string label_a = p.scenario_side.file.filename().string() + " (side A" + of,
+                    label_b = p.reference_side.file.filename().string() + " (side B" + of;
+  results::CheckResult r = conformance::scenario_path_rule(
+      engine::scenario_name(p.scenario_side.scenario), label_a, p.scenario_side.calls, label_b, p.reference_side.calls,
+      want, p.scenario_side.seed, p.scenario_side.call_of_step, p.reference_side.call_of_step);
   if (r.pass) {
-    std::string diff = growth_difference(label_a, p.on);
-    if (diff.empty()) diff = growth_difference(label_b, p.off);
+    std::string diff = growth_difference(label_a, p.scenario_side);
+    if (diff.empty()) diff = growth_difference(label_b, p.reference_side);
     if (!diff.empty()) {
       r.pass = false;
       r.error = 1.0;
       r.headroom = -std::numeric_limits<double>::infinity();
       r.detail = diff;
-    } else if (!p.on.calls_reported_by.empty()) {
-      r.detail += "; calls reported by " + p.on.calls_reported_by;
+    } else if (!p.scenario_side.calls_reported_by.empty()) {
+      r.detail += "; calls reported by " + p.scenario_side.calls_reported_by;
     }
   }
   return r;
@@ -175,17 +184,17 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
                                         bool expect_bitwise) {
   const auto t0 = std::chrono::steady_clock::now();
   const analysis::PairedRun run = paired_run(p);
-  results::RunPairRecord rec = record_of(p.on);
+  results::RunPairRecord rec = record_of(p.scenario_side);
   rec.max_new_tokens = run.steps.size();
-  rec.prompt_tokens = p.on.prompt_ids.size();
+  rec.prompt_tokens = p.scenario_side.prompt_ids.size();
   rec.free = conformance::regime_record(run);
   if (auto path = path_rule(p)) rec.rules.push_back(std::move(*path));
-  if (p.on.scenario == "cache") rec.rules.push_back(prefill_bitwise(p));
+  if (engine::scenario_info(p.scenario_side.scenario).prefill_bitwise) rec.rules.push_back(prefill_bitwise(p));
   if (auto kv = kv_rule(p, run.flip ? *run.flip : run.steps.size(), expect_bitwise))
     rec.rules.push_back(std::move(*kv));
   for (results::CheckResult& r :
-       conformance::scenario_bitwise_rules(*engine::parse_scenario(p.on.scenario), p.on.at_step,
-                                           expect_bitwise ? "--expect-bitwise" : "", run, p.on.seed))
+       conformance::scenario_bitwise_rules(p.scenario_side.scenario, p.scenario_side.at_step,
+                                           expect_bitwise ? "--expect-bitwise" : "", run, p.scenario_side.seed))
     rec.rules.push_back(std::move(r));
   // The fp32 replay of the prompt and the cache-OFF tokens in one pass over an fp32 cache: the prompt's prefill
   // (z_ref,0: the cache-OFF recompute of the prompt bit for bit, PrefillConformance), then one decode per cache-OFF
@@ -197,18 +206,20 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
   std::vector<std::vector<float>> replay;  // (steps computed so far, V)
   auto replay_at = [&](std::size_t s) -> const std::vector<float>& {
     while (replay.size() <= s)
-      replay.push_back(replay.empty() ? ctx->prefill(p.off.prompt_ids)
+      replay.push_back(replay.empty() ? ctx->prefill(p.reference_side.prompt_ids)
                                       : ctx->decode(run.tokens_off[replay.size() - 1]));
     return replay[s];
   };
   if (fp32) {
     static const kernels::Registry registry = kernels::cpu_registry();  // must outlive the context's kernels
     engine::ContextOptions co;
-    co.capacity = p.off.prompt_ids.size() + run.tokens_off.size();  // (prompt + T) rows: the cache never grows
+    co.capacity =
+        p.reference_side.prompt_ids.size() + run.tokens_off.size();  // (prompt + T) rows: the cache never grows
     ctx = std::make_unique<engine::Context>(*fp32, engine::resolve(engine::find_profile("fp32"), registry), co);
-    z_ref = [&](const std::vector<int>& seq) { return replay_at(seq.size() - p.off.prompt_ids.size()); };
+    z_ref = [&](const std::vector<int>& seq) { return replay_at(seq.size() - p.reference_side.prompt_ids.size()); };
   }
-  for (results::CheckResult& r : conformance::flip_rules(run, p.on.prompt_ids, strategy_of(p.on), z_ref, p.on.seed))
+  for (results::CheckResult& r : conformance::flip_rules(run, p.scenario_side.prompt_ids, strategy_of(p.scenario_side),
+                                                         z_ref, p.scenario_side.seed))
     rec.rules.push_back(std::move(r));
   if (fp32 && replay_diff) {  // over every cache-OFF step, not only up to the flip: how far this engine is from fp32
     double worst = 0.0;
@@ -232,15 +243,16 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
       throw BadInput(std::string("--model: ") + e.what());
     }
     for (const TracePair& p : pairs)
-      if (static_cast<std::size_t>(fp32->config.vocab) != p.on.vocab)
+      if (static_cast<std::size_t>(fp32->config.vocab) != p.scenario_side.vocab)
         throw BadInput("--model " + o.model.string() + ": vocabulary of " + std::to_string(fp32->config.vocab) +
-                       " tokens, but " + p.on.file.string() + " has model.vocab_size " + std::to_string(p.on.vocab));
+                       " tokens, but " + p.scenario_side.file.string() + " has model.vocab_size " +
+                       std::to_string(p.scenario_side.vocab));
   }
   std::set<std::string> keys;
   for (const TracePair& p : pairs) {
-    const std::string key = record_of(p.on).key();
+    const std::string key = record_of(p.scenario_side).key();
     if (!keys.insert(key).second)
-      throw BadInput(p.on.file.string() + ": a second pair recorded as " + key +
+      throw BadInput(p.scenario_side.file.string() + ": a second pair recorded as " + key +
                      " (same model, dtype, engine, attention, strategy, seed and prompt_id as another pair)");
   }
   ensure_out_dir(o.out);
@@ -263,7 +275,7 @@ TraceCheckResult run_trace_check(const std::vector<TracePair>& pairs, const Trac
   }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const TracePair& p = pairs[i];
-    const auto it = done.find(record_of(p.on).key());
+    const auto it = done.find(record_of(p.scenario_side).key());
     if (it != done.end()) {
       res.records.push_back(it->second);
       ++res.resumed;

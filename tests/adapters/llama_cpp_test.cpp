@@ -226,9 +226,9 @@ TEST(LlamaCppCheck, ChunkedPrefillPassesKvconfCheck) {
   const std::vector<protocol::Trace> ts = traces(run);
   for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {  // sorted: ....reference, ....scenario
     const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-    EXPECT_EQ(p.on.scenario, "chunked");
-    EXPECT_EQ(p.on.calls.front().fed, 4u);
-    EXPECT_EQ(p.on.calls[1].cached, 4u);
+    EXPECT_EQ(p.scenario_side.scenario, engine::Scenario::chunked);
+    EXPECT_EQ(p.scenario_side.calls.front().fed, 4u);
+    EXPECT_EQ(p.scenario_side.calls[1].cached, 4u);
     const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
     SCOPED_TRACE(rec.key());
     ASSERT_GE(rec.rules.size(), 1u);
@@ -256,8 +256,8 @@ TEST(LlamaCppCheck, ChunkSizesShareAFolder) {
   ASSERT_EQ(pairs.size(), 4u);
   std::map<std::string, int> per_profile;
   for (const protocol::TracePair& p : pairs) {
-    EXPECT_EQ(p.on.chunk, p.off.chunk);
-    ++per_profile[p.on.profile()];
+    EXPECT_EQ(p.scenario_side.chunk, p.reference_side.chunk);
+    ++per_profile[p.scenario_side.profile()];
   }
   EXPECT_EQ(per_profile, (std::map<std::string, int>{{"fp16-llama.cpp-softmax-kvf16+chunked16", 2},
                                                      {"fp16-llama.cpp-softmax-kvf16+chunked4", 2}}));
@@ -278,9 +278,9 @@ TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
       const std::vector<protocol::Trace> ts = traces(run);
       for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {  // sorted: ....reference, ....scenario
         const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-        ASSERT_EQ(p.on.scenario, scenario);
-        const std::size_t n = p.on.prompt_ids.size();
-        const std::vector<engine::CallRecord>& a = p.on.calls;
+        ASSERT_EQ(engine::scenario_name(p.scenario_side.scenario), std::string(scenario));
+        const std::size_t n = p.scenario_side.prompt_ids.size();
+        const std::vector<engine::CallRecord>& a = p.scenario_side.calls;
         if (run.scenario == "prefix") {
           EXPECT_EQ(a.front().fed, n - n / 2);
           EXPECT_EQ(a.front().cached, n / 2);  // the donor's rows, as llama.cpp's memory held them
@@ -303,12 +303,12 @@ TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
         }
         EXPECT_EQ(bitwise_rule, run.scenario == "restore");
         double max_dz = 0.0;
-        for (std::size_t t = 0; t < p.on.logits.size() && p.on.generated_ids[t] == p.off.generated_ids[t]; ++t)
-          for (std::size_t v = 0; v < p.on.logits[t].size(); ++v)
-            max_dz = std::max<double>(max_dz, std::fabs(p.on.logits[t][v] - p.off.logits[t][v]));
+        for (std::size_t t = 0; t < p.scenario_side.logits.size() && p.scenario_side.generated_ids[t] == p.reference_side.generated_ids[t]; ++t)
+          for (std::size_t v = 0; v < p.scenario_side.logits[t].size(); ++v)
+            max_dz = std::max<double>(max_dz, std::fabs(p.scenario_side.logits[t][v] - p.reference_side.logits[t][v]));
         std::printf("%s %s: %zu rules pass, max |dz| over the shared steps %.3g, first step %s\n", rec.key().c_str(),
                     flash ? "flash" : "soft_max", rec.rules.size(), max_dz,
-                    p.on.logits[0] == p.off.logits[0] ? "bitwise" : "differs");
+                    p.scenario_side.logits[0] == p.reference_side.logits[0] ? "bitwise" : "differs");
       }
     }
 }
@@ -394,21 +394,21 @@ TEST(LlamaCppCheck, CachedKvRowsFromTheSavedStatePass) {
       for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
         // cache: sorted ....off, ....on; a scenario: ....reference, ....scenario.
         protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-        ASSERT_EQ(p.on.kv_rows, p.on.prompt_ids.size() + 7);  // the prompt and every token fed (not the last)
-        ASSERT_EQ(p.on.k_rows.size(), p.on.n_layers * p.on.kv_rows * p.on.kv_dim);
+        ASSERT_EQ(p.scenario_side.kv_rows, p.scenario_side.prompt_ids.size() + 7);  // the prompt and every token fed (not the last)
+        ASSERT_EQ(p.scenario_side.k_rows.size(), p.scenario_side.n_layers * p.scenario_side.kv_rows * p.scenario_side.kv_dim);
         const auto cached_kv = [&p] {
           return testing::rule_of(protocol::check_trace_pair(p, nullptr).rules, "cached_kv");
         };
         const results::CheckResult ok = cached_kv();
-        SCOPED_TRACE(p.on.file.string());
+        SCOPED_TRACE(p.scenario_side.file.string());
         EXPECT_TRUE(ok.pass) << ok.detail;
-        const std::string n = std::to_string(p.on.prompt_ids.size());
+        const std::string n = std::to_string(p.scenario_side.prompt_ids.size());
         EXPECT_NE(ok.detail.find(run.scenario.empty() ? "(" + n + " of them in every layer)" : "every layer and row"),
                   std::string::npos)
             << ok.detail;
         if (run.scenario.empty() && i == 0) {
           // Layer 1, row 3, value 5 of cache ON moved by one fp16 ulp.
-          float& x = p.on.k_rows[(1 * p.on.kv_rows + 3) * p.on.kv_dim + 5];
+          float& x = p.scenario_side.k_rows[(1 * p.scenario_side.kv_rows + 3) * p.scenario_side.kv_dim + 5];
           x = x == 0.0f ? 0x1p-24f : static_cast<float>(x + std::ldexp(1.0, std::ilogb(x) - 10));
           const results::CheckResult bad = cached_kv();
           EXPECT_FALSE(bad.pass);
@@ -436,11 +436,11 @@ TEST(LlamaCppCheck, PlantedPathLiesFailScenarioPath) {
       const std::vector<protocol::Trace> ts = traces(run);
       for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
         const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
-        SCOPED_TRACE(p.on.file.string());
-        EXPECT_NE(p.on.calls_reported_by.find("llama_memory_seq_pos_max"), std::string::npos);
-        ASSERT_EQ(p.on.cache_after.size(), p.on.calls.size());
-        for (std::size_t c = 0; c < p.on.calls.size(); ++c)
-          EXPECT_EQ(p.on.cache_after[c], p.on.calls[c].cached + p.on.calls[c].fed) << "call " << c;
+        SCOPED_TRACE(p.scenario_side.file.string());
+        EXPECT_NE(p.scenario_side.calls_reported_by.find("llama_memory_seq_pos_max"), std::string::npos);
+        ASSERT_EQ(p.scenario_side.cache_after.size(), p.scenario_side.calls.size());
+        for (std::size_t c = 0; c < p.scenario_side.calls.size(); ++c)
+          EXPECT_EQ(p.scenario_side.cache_after[c], p.scenario_side.calls[c].cached + p.scenario_side.calls[c].fed) << "call " << c;
         const results::CheckResult r = testing::rule_of(protocol::check_trace_pair(p, nullptr).rules, "scenario_path");
         if (!planted) {
           EXPECT_TRUE(r.pass) << r.detail;

@@ -19,7 +19,7 @@ kvconf_expect_bad("quantised V cache without flash attention"
                   "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
                   ${common} --cache-type q8_0)
 kvconf_expect_bad("an unknown scenario"
-                  "--scenario 'preempt': expected cache, chunked, prefix, refill, restore or batch"
+                  "--scenario 'preempt': expected cache, prefix, batch, chunked, refill or restore"
                   --model "${GGUF}" ${common} --scenario preempt)
 kvconf_expect_bad("refill in a run too short" "--scenario refill needs --max-new-tokens 3 or more"
                   --model "${GGUF}" ${common} --scenario refill)

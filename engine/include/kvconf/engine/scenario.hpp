@@ -32,10 +32,27 @@
 
 namespace kvconf::engine {
 
+// In the order of engine/scenarios.json, the one list of the scenarios (scenario.cpp checks the two agree at compile
+// time; the adapters and the trace reader read the JSON).
 enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore };
 const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
 std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
 const std::vector<Scenario>& all_scenarios();                // in the order above
+std::string scenario_names_text();                           // "cache, prefix, batch, chunked, refill or restore"
+
+// What engine/scenarios.json says of a scenario: its sides' names in a trace, its option, which bitwise rules apply.
+struct ScenarioInfo {
+  Scenario id;
+  const char* name;
+  const char* side_a;          // side A's name in a trace: "cache_on" (its path), else "scenario" (scenario.side)
+  const char* side_b;          // "cache_off", else "reference"
+  const char* option;          // the scenario.* option a trace must give: "shared", "chunk", "at_step"; "" for none
+  bool option_in_profile;      // a folder may hold several values of it: the profile names it ("chunked4")
+  bool bitwise_before_event;   // the steps before at_step agree bit for bit (scenario_shared_steps_bitwise)
+  bool bitwise;                // every step agrees bit for bit, for every engine (scenario_bitwise)
+  bool prefill_bitwise;        // the first logits agree bit for bit (prefill_logits_bitwise)
+};
+const ScenarioInfo& scenario_info(Scenario s);
 
 struct ScenarioOptions {
   std::size_t chunk = 4;    // chunked: tokens per prefill chunk (the last chunk takes the rest)

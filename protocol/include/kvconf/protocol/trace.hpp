@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvconf/engine/call_record.hpp"
+#include "kvconf/engine/scenario.hpp"
 
 namespace kvconf::protocol {
 
@@ -45,7 +46,7 @@ struct Trace {
   std::optional<std::size_t> kv_step;
   // 1.1: the scenario this trace is one side of ("cache" for 1 and when absent); side A is the scenario's execution
   // (for "cache": the cache_on path), side B the plain one it must agree with; the scenario's options (0: not given).
-  std::string scenario = "cache";
+  engine::Scenario scenario = engine::Scenario::cache;
   bool side_a = false;
   std::size_t chunk = 0, at_step = 0, shared = 0;
   // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over, rows of the
@@ -72,8 +73,10 @@ struct Trace {
 // Reads and validates one trace file (docs/TRACES.md "Bad traces exit 2").
 Trace read_trace(const std::filesystem::path& file);
 
+// The two sides of a scenario (engine/scenarios.json): the scenario's own execution (side A: cache_on for the cache
+// scenario, the "scenario" side of the others) and the plain one it must agree with (side B: cache_off, "reference").
 struct TracePair {
-  Trace on, off;  // side A (cache_on, or the scenario side) and side B (cache_off, or the reference side)
+  Trace scenario_side, reference_side;
 };
 
 // Two traces given as --on and --off: `on` must be side A (cache_on, or a scenario's "scenario" side), `off` side B,
