@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attention_layout.hpp"
 #include "checks_common.hpp"
 #include "kvconf/reference/attention_pipeline.hpp"
 #include "kvconf/reference/oracle.hpp"
@@ -17,69 +18,24 @@ namespace kvconf::conformance {
 
 namespace {
 
+using detail::batch_calls;
+using detail::BatchLaunch;
+using detail::capacity_variants;
+using detail::kBatchSizes;
+using detail::make_problem;
 using detail::num;
+using detail::Problem;
+using detail::recap;
+using detail::sub_call;
+using detail::unused_slots_capacity;
 using kernels::AttentionCall;
 using kernels::AttentionKernel;
-
-// One attention problem: q for the call's rows, and a KV cache of cap() rows whose rows [n_kv, cap) hold
-// finite values of the same distribution (a kernel that reads them computes something else).
-struct Problem {
-  AttentionCall call;
-  std::vector<float> q;  // (n_q, H, d)
-  std::vector<float> k;  // (cap, Hkv, d)
-  std::vector<float> v;  // (cap, Hkv, d_v)
-};
-
-// Adversarial kinds shape the logits through q and k; V stays N(0,1) for them. Wide-range q and k are scaled
-// by 2^-4 so that q·k stays far from fp16 overflow (eager kernels round q·k to fp16).
-Problem make_problem(Format in, const AttentionCall& call, Data data, std::uint64_t seed) {
-  const auto& s = call.shape;
-  const double qk_scale = data == Data::wide_range ? 0x1p-4 : 1.0;
-  const Data v_data = (data == Data::near_exp_overflow || data == Data::p_flush) ? Data::normal : data;
-  Problem p;
-  p.call = call;
-  p.q = make_values(s.n_q * s.n_heads * s.d, in, data, detail::sub_seed(seed, "q"), qk_scale);
-  const std::size_t spare = call.cap() - s.n_kv;
-  p.k = make_values(s.n_kv * s.n_kv_heads * s.d, in, data, detail::sub_seed(seed, "k"), qk_scale);
-  p.v = make_values(s.n_kv * s.n_kv_heads * s.d_v, in, v_data, detail::sub_seed(seed, "v"));
-  const auto ku = make_values(spare * s.n_kv_heads * s.d, in, data, detail::sub_seed(seed, "k_unused"), qk_scale);
-  const auto vu = make_values(spare * s.n_kv_heads * s.d_v, in, v_data, detail::sub_seed(seed, "v_unused"));
-  p.k.insert(p.k.end(), ku.begin(), ku.end());
-  p.v.insert(p.v.end(), vu.begin(), vu.end());
-  return p;
-}
-
-// The cache re-allocated with `cap` rows: rows [0, n_kv) kept, the rest set to `fill` (NaN poisons them) or, when
-// fill is not given, to the problem's own spare rows where it has them and to copies of the filled rows beyond.
-std::vector<float> recap(const std::vector<float>& cache, std::size_t row, std::size_t n_kv, std::size_t cap,
-                         std::optional<float> fill) {
-  std::vector<float> out(cap * row);
-  std::copy_n(cache.begin(), n_kv * row, out.begin());
-  const std::size_t have = cache.size() / row;
-  for (std::size_t r = n_kv; r < cap; ++r)
-    for (std::size_t c = 0; c < row; ++c)
-      out[r * row + c] =
-          fill ? *fill
-               : (r < have ? cache[r * row + c] : cache[((r - n_kv) % std::max<std::size_t>(n_kv, 1)) * row + c]);
-  return out;
-}
 
 std::vector<float> run(const AttentionKernel& kern, const AttentionCall& call, std::span<const float> q,
                        std::span<const float> k, std::span<const float> v) {
   std::vector<float> o(call.shape.n_q * call.shape.n_heads * call.shape.d_v, 0.0f);  // (n_q, H, d_v)
   kern.run(call, q, k, v, o);
   return o;
-}
-
-// The call for the query rows [r0, r1) of `full` (a chunk, or the decode row r1 − 1): causal chunks see the cache
-// filled so far (n_kv = position after the chunk's last row); non-causal ones the whole cache.
-AttentionCall sub_call(const AttentionCall& full, std::size_t r0, std::size_t r1) {
-  AttentionCall c = full;
-  c.shape.n_q = r1 - r0;
-  c.params.q_offset = full.params.q_offset + static_cast<std::int64_t>(r0);
-  if (full.params.causal) c.shape.n_kv = static_cast<std::size_t>(c.params.q_offset) + c.shape.n_q;
-  c.capacity = full.cap();
-  return c;
 }
 
 std::span<const float> q_rows(const Problem& p, std::size_t r0, std::size_t r1) {
@@ -316,7 +272,7 @@ CheckResults check_attention_unused_slots(const AttentionKernel& kern, const Att
   const std::string nt = notes(kern, c, seed);
   const auto& s = c.call.shape;
   // A capacity with a partly filled last tile of 64 rows and a whole spare tile after it.
-  const std::size_t cap = std::max(c.call.cap(), (s.n_kv + 63) / 64 * 64 + 64);
+  const std::size_t cap = unused_slots_capacity(c.call);
   AttentionCall full = c.call;
   full.capacity = cap;
   const AttentionCall dec = sub_call(full, s.n_q - 1, s.n_q);
@@ -360,10 +316,7 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
   const auto& s = c.call.shape;
   // The reference capacity n_kv (no spare rows), against one spare row, a tile-rounded cache, a doubled one and the
   // case's own capacity.
-  std::vector<std::size_t> caps = {s.n_kv + 1, (s.n_kv + 63) / 64 * 64 + 64, 2 * s.n_kv + 37, c.call.cap()};
-  std::sort(caps.begin(), caps.end());
-  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-  caps.erase(std::remove(caps.begin(), caps.end(), s.n_kv), caps.end());
+  const std::vector<std::size_t> caps = capacity_variants(c.call);
   AttentionCall ref_full = c.call;
   ref_full.capacity = s.n_kv;
   const AttentionCall ref_dec = sub_call(ref_full, s.n_q - 1, s.n_q);
@@ -420,41 +373,6 @@ CheckResults check_attention_capacity(const AttentionKernel& kern, const Attenti
                                              : "") +
                            nt;
   return {result_of(cmp, base, seed, what)};
-}
-
-// A batched decode step of `size` sequences in launch order: the case's decode row `alone` in the middle (its call
-// with batch = size), among size − 1 other sequences of other cache lengths (1 .. 2·n_kv, the same heads and params,
-// each decoding its own last position) with their own data (`others[i]`, empty at the case's place).
-struct BatchLaunch {
-  std::vector<AttentionCall> calls;
-  std::vector<std::optional<Problem>> others;
-  std::size_t target = 0;  // the case's place in the launch
-  std::size_t min_kv = 0, max_kv = 0;
-};
-
-// The launches' sizes: a small step and a large one.
-constexpr std::array<std::size_t, 2> kBatchSizes = {4, 64};
-
-// The calls of a batched step (no data yet): the target's and size − 1 others.
-BatchLaunch batch_calls(const AttentionCall& alone, std::size_t size) {
-  BatchLaunch b;
-  b.target = size / 2;
-  const std::size_t n_kv = alone.shape.n_kv;
-  b.min_kv = b.max_kv = n_kv;
-  for (std::size_t i = 0, j = 0; i < size; ++i) {
-    AttentionCall c = alone;
-    c.batch = size;
-    if (i != b.target) {
-      c.shape.n_kv = 1 + (n_kv * (j + 2) / 3 + 7 * j) % (2 * n_kv);  // shorter and longer than the target's
-      c.params.q_offset = alone.params.causal ? static_cast<std::int64_t>(c.shape.n_kv) - 1 : 0;
-      c.capacity = 0;
-      b.min_kv = std::min(b.min_kv, c.shape.n_kv);
-      b.max_kv = std::max(b.max_kv, c.shape.n_kv);
-      ++j;
-    }
-    b.calls.push_back(c);
-  }
-  return b;
 }
 
 BatchLaunch batch_launch(const AttentionKernel& kern, const AttentionCall& alone, Data data, std::size_t size,
