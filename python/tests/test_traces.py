@@ -84,7 +84,8 @@ def test_an_adapter_whose_cache_on_side_recomputes_is_caught(tmp_path):
     r = kvconf.check_traces(on, off, out=tmp_path / "out")
     path = rules(r)["scenario_path"]
     assert not path.passed and not r.passed
-    assert "a.on (side A of cache) call 1: {fed 5, cached 0}" in path.detail
+    assert "a.on (side A of cache) call 1 (step 1): calls[1] fed 5 (expected 1), calls[1] cached 0 (expected 4)" \
+        in path.detail
     assert all(x.passed for x in r.results if x.rule != "scenario_path")
 
 
