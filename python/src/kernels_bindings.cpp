@@ -3,7 +3,7 @@
 // described to the bounds as black boxes (kernels/black_box.hpp, docs/TOLERANCES.md §10), exactly as a plugin's
 // kernel table describes its kernels. Inputs cross as float32 torch tensors viewing kvconf's buffers (no copy); the
 // runner's float32 CPU result is read in place and copied once into the check's output.
-#include "kernels.hpp"
+#include "kernels_bindings.hpp"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
