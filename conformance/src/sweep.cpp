@@ -1,5 +1,5 @@
 // The kernel sweep: its shapes (quick and full), the fixed-order plan over a registry, and one item run as a
-// KernelCaseRecord with the same check functions and per-rule seeds as the conformance suites.
+// KernelCaseRecord: every rule of its kind (kernel_rules.hpp, the list the suites and Python run) with its seed.
 #include "kvconf/conformance/sweep.hpp"
 
 #include <array>
@@ -9,13 +9,12 @@
 #include <stdexcept>
 
 #include "kvconf/conformance/checks.hpp"
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "kvconf/kernels/kernel_failure.hpp"
 
 namespace kvconf::conformance {
 
 namespace {
-
-constexpr std::array<std::size_t, 3> kChunks = {1, 4, 16};  // as the attention suite
 
 // A causal prefill of n_q rows ending at n_kv (the cache-OFF call), scale fl32(1/√d) as the suites use.
 AttentionCase attn(std::size_t n_q, std::size_t n_kv, std::size_t d, std::size_t heads, std::size_t kv_heads,
@@ -56,14 +55,6 @@ SweepItem item(const std::string& kernel, const char* kind, const std::string& c
   it.kind = kind;
   it.case_id = case_id;
   return it;
-}
-
-void add(CheckResults& to, const CheckResults& from) { to.insert(to.end(), from.begin(), from.end()); }
-
-// The chunked results carry one rule name per chunk size; qualify them so a record keys each ("chunked_bound.chunk4").
-CheckResults qualify_chunks(CheckResults r) {
-  for (std::size_t i = 0; i < r.size() && i < kChunks.size(); ++i) r[i].rule += ".chunk" + std::to_string(kChunks[i]);
-  return r;
 }
 
 }  // namespace
@@ -162,7 +153,7 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (auto why = k->supports(c.shape))
         r.skipped = *why;
       else
-        r.rules = check_gemm_matches_oracle(*k, c, seed(o, "gemm_oracle", id));
+        r.rules = run_gemm_rules(*k, c, {}, o.seed);
     } else if (item.kind == "projection" && item.projection) {
       const auto* k = reg.find_gemm(item.kernel);
       if (k == nullptr) throw missing();
@@ -171,9 +162,8 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (auto why = projection_unsupported(*k, c)) {
         r.skipped = *why;
       } else {
-        const std::uint64_t s = seed(o, "projection_on_off", id);
-        r.rules = check_projection_cache_on_off(*k, c, s);
-        r.on_off = measure_projection_on_off(*k, c, s);
+        r.rules = run_projection_rules(*k, c, {}, o.seed);
+        r.on_off = measure_projection_on_off(*k, c, seed(o, "projection_on_off", id));
       }
     } else if (item.kind == "norm" && item.norm) {
       const auto* k = reg.find_norm(item.kernel);
@@ -183,7 +173,7 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (auto why = k->supports(c.shape))
         r.skipped = *why;
       else
-        r.rules = check_norm_matches_oracle(*k, c, seed(o, "norm_oracle", id));
+        r.rules = run_norm_rules(*k, c, {}, o.seed);
     } else if (item.kind == "attention" && item.attention) {
       const auto* k = reg.find_attention(item.kernel);
       if (k == nullptr) throw missing();
@@ -193,13 +183,8 @@ KernelCaseRecord run_sweep_item(const kernels::Registry& reg, const SweepItem& i
       if (auto why = k->supports(c.call)) {
         r.skipped = *why;
       } else {
-        add(r.rules, check_attention_matches_oracle(*k, c, seed(o, "attention_oracle", id)));
-        const std::uint64_t s_on_off = seed(o, "attention_on_off", id);
-        add(r.rules, check_attention_cache_on_off(*k, c, s_on_off));
-        add(r.rules, qualify_chunks(check_attention_chunked(*k, c, kChunks, seed(o, "attention_chunked", id))));
-        add(r.rules, check_attention_unused_slots(*k, c, seed(o, "attention_unused_slots", id)));
-        if (k->info.cache_invariant) add(r.rules, check_attention_capacity(*k, c, seed(o, "attention_capacity", id)));
-        r.on_off = measure_attention_on_off(*k, c, s_on_off);
+        r.rules = run_attention_rules(*k, c, {}, o.seed);
+        r.on_off = measure_attention_on_off(*k, c, seed(o, "attention_on_off", id));
       }
     } else {
       throw std::invalid_argument("kvconf sweep: item '" + item.key() + "' has kind '" + item.kind +

@@ -1,4 +1,5 @@
-// Rule 2 for attention, every kernel of the registry on every attention case:
+// Rule 2 for attention, every kernel of the registry on every attention case, each test one rule of
+// kernel_rules.hpp's attention table (the list the sweep and Python run too):
 //   Cpu/AttentionConformance.CacheOnMatchesCacheOff  decode row vs the last prefill row
 //   Cpu/AttentionConformance.ChunkedMatchesOneShot   chunked prefill (chunks of 1, 4, 16 rows) vs one shot
 //   Cpu/AttentionConformance.UnusedSlotsNeverRead    NaN in cache rows [n_kv, capacity) never reaches the output
@@ -6,56 +7,30 @@
 // each within the sum of the paths' bounds, or bitwise for cache-invariant kernels; and
 // Cpu/AttentionConformanceSeeds.SlowManySeeds: every attention rule (oracle included) over 20 seeds per case.
 // Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
-#include <array>
-
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
 namespace {
 
 using AttnParam = Param<kernels::AttentionKernel, AttentionCase>;
-constexpr std::array<std::size_t, 3> kChunks = {1, 4, 16};
 
-std::vector<std::string> chunk_names() {
-  std::vector<std::string> q;
-  for (std::size_t ch : kChunks) q.push_back("chunk" + std::to_string(ch));
-  return q;
+// One rule of kernel_rules.hpp's attention table on the test's kernel and case, recorded and expected to pass.
+void check(const char* rule, const AttnParam& p) {
+  const auto& [k, c] = p;
+  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
+  const RuleRun r = run_attention_rule(rule, *k, c);
+  if (r.skipped) GTEST_SKIP() << *r.skipped;
+  record(r.results);
+  expect_pass(r.results);
 }
 
 class AttentionConformance : public ::testing::TestWithParam<AttnParam> {};
 
-TEST_P(AttentionConformance, CacheOnMatchesCacheOff) {
-  const auto& [k, c] = GetParam();
-  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  const auto r = check_attention_cache_on_off(*k, c, seed_for("attention_on_off", c.id()));
-  record(r);
-  expect_pass(r);
-}
-
-TEST_P(AttentionConformance, ChunkedMatchesOneShot) {
-  const auto& [k, c] = GetParam();
-  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  const auto r = check_attention_chunked(*k, c, kChunks, seed_for("attention_chunked", c.id()));
-  record(r, chunk_names());
-  expect_pass(r);
-}
-
-TEST_P(AttentionConformance, UnusedSlotsNeverRead) {
-  const auto& [k, c] = GetParam();
-  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  const auto r = check_attention_unused_slots(*k, c, seed_for("attention_unused_slots", c.id()));
-  record(r);
-  expect_pass(r);
-}
-
-TEST_P(AttentionConformance, CapacityInvariant) {
-  const auto& [k, c] = GetParam();
-  if (!k->info.cache_invariant) GTEST_SKIP() << k->info.name << " does not claim cache_invariant";
-  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  const auto r = check_attention_capacity(*k, c, seed_for("attention_capacity", c.id()));
-  record(r);
-  expect_pass(r);
-}
+TEST_P(AttentionConformance, CacheOnMatchesCacheOff) { check("on_off", GetParam()); }
+TEST_P(AttentionConformance, ChunkedMatchesOneShot) { check("chunked", GetParam()); }
+TEST_P(AttentionConformance, UnusedSlotsNeverRead) { check("unused_slots", GetParam()); }
+TEST_P(AttentionConformance, CapacityInvariant) { check("capacity", GetParam()); }
 
 KVCONF_INSTANTIATE_SUITE_P(AttentionConformance,
                            ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
@@ -65,14 +40,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionConformance);
 // its own suite name, so the per-case property sets of AttentionConformance stay what Python/parity compares.
 class AttentionBatchInvariance : public ::testing::TestWithParam<AttnParam> {};
 
-TEST_P(AttentionBatchInvariance, DecodeAloneMatchesInBatch) {
-  const auto& [k, c] = GetParam();
-  if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  if (auto why = attention_batch_unchecked(*k, c)) GTEST_SKIP() << k->info.name << " " << *why;
-  const auto r = check_attention_batch_invariance(*k, c, seed_for("attention_batch", c.id()));
-  record(r);
-  expect_pass(r);
-}
+TEST_P(AttentionBatchInvariance, DecodeAloneMatchesInBatch) { check("batch", GetParam()); }
 
 KVCONF_INSTANTIATE_SUITE_P(AttentionBatchInvariance,
                            ::testing::ValuesIn(all_pairs(registry().attention(), attention_cases())), ParamName{});
@@ -83,13 +51,9 @@ class AttentionConformanceSeeds : public ::testing::TestWithParam<AttnParam> {};
 TEST_P(AttentionConformanceSeeds, SlowManySeeds) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  const std::string id = c.id();
-  sweep("attention_oracle", id, [&](std::uint64_t s) { return check_attention_matches_oracle(*k, c, s); });
-  sweep("attention_on_off", id, [&](std::uint64_t s) { return check_attention_cache_on_off(*k, c, s); });
-  sweep("attention_chunked", id, [&](std::uint64_t s) { return check_attention_chunked(*k, c, kChunks, s); });
-  sweep("attention_unused_slots", id, [&](std::uint64_t s) { return check_attention_unused_slots(*k, c, s); });
-  if (k->info.cache_invariant)
-    sweep("attention_capacity", id, [&](std::uint64_t s) { return check_attention_capacity(*k, c, s); });
+  for (const KernelRule& rule : attention_rules())  // every rule of the table that applies, 20 seeds each
+    if (!run_attention_rule(rule.name, *k, c).skipped)
+      sweep(rule.seed_name, c.id(), [&](std::uint64_t s) { return run_attention_rule(rule.name, *k, c, s).results; });
 }
 
 KVCONF_INSTANTIATE_SUITE_P(AttentionConformanceSeeds,

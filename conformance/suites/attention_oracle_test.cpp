@@ -2,6 +2,7 @@
 // kernel of the registry on every attention case.
 // Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
 #include "known_findings.hpp"
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -14,7 +15,7 @@ class AttentionConformance : public ::testing::TestWithParam<AttnParam> {};
 TEST_P(AttentionConformance, MatchesOracle) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.call)) GTEST_SKIP() << *why;
-  auto r = check_attention_matches_oracle(*k, c, seed_for("attention_oracle", c.id()));
+  auto r = run_attention_rule("oracle", *k, c).results;  // kernel_rules.hpp's table
   record(r);
   apply_known_findings(r, k->info.name, c.id());
   expect_pass(r);

@@ -2,6 +2,7 @@
 // the registry on every GEMM case; Cpu/GemmConformance.BatchInvariant: each row of the case's M-row call vs alone;
 // Cpu/GemmConformanceSeeds.SlowManySeeds: the same over 20 seeds per case. Built with KVCONF_SUITE_GPU: the same over
 // the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -14,7 +15,7 @@ class GemmConformance : public ::testing::TestWithParam<GemmParam> {};
 TEST_P(GemmConformance, MatchesOracle) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
-  const auto r = check_gemm_matches_oracle(*k, c, seed_for("gemm_oracle", c.id()));
+  const auto r = run_gemm_rule("oracle", *k, c).results;  // kernel_rules.hpp's table
   record(r);
   expect_pass(r);
 }
@@ -25,7 +26,7 @@ TEST_P(GemmConformance, BatchInvariant) {
   const auto& [k, c] = GetParam();
   if (c.shape.m < 2) GTEST_SKIP() << "M = 1: no batch to compare with";
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
-  const auto r = check_gemm_batch_invariance(*k, c, seed_for("gemm_batch", c.id()));
+  const auto r = run_gemm_rule("batch", *k, c).results;
   record(r);
   expect_pass(r);
 }
@@ -39,7 +40,9 @@ class GemmConformanceSeeds : public ::testing::TestWithParam<GemmParam> {};
 TEST_P(GemmConformanceSeeds, SlowManySeeds) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
-  sweep("gemm_oracle", c.id(), [&](std::uint64_t seed) { return check_gemm_matches_oracle(*k, c, seed); });
+  for (const KernelRule& rule : gemm_rules())  // every rule of the table that applies, 20 seeds each
+    if (!run_gemm_rule(rule.name, *k, c).skipped)
+      sweep(rule.seed_name, c.id(), [&](std::uint64_t s) { return run_gemm_rule(rule.name, *k, c, s).results; });
 }
 
 KVCONF_INSTANTIATE_SUITE_P(GemmConformanceSeeds,

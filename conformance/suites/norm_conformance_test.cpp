@@ -1,6 +1,7 @@
 // Cpu/NormConformance.MatchesOracle/<kernel>__<case>: rule 1 (oracle accuracy, two-sided) for every RMSNorm kernel
 // of the registry on every norm case; Cpu/NormConformanceSeeds.SlowManySeeds: the same over 20 seeds per case.
 // Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -13,7 +14,7 @@ class NormConformance : public ::testing::TestWithParam<NormParam> {};
 TEST_P(NormConformance, MatchesOracle) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
-  const auto r = check_norm_matches_oracle(*k, c, seed_for("norm_oracle", c.id()));
+  const auto r = run_norm_rule("oracle", *k, c).results;  // kernel_rules.hpp's table
   record(r);
   expect_pass(r);
 }
@@ -27,7 +28,8 @@ class NormConformanceSeeds : public ::testing::TestWithParam<NormParam> {};
 TEST_P(NormConformanceSeeds, SlowManySeeds) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
-  sweep("norm_oracle", c.id(), [&](std::uint64_t seed) { return check_norm_matches_oracle(*k, c, seed); });
+  for (const KernelRule& rule : norm_rules())  // every rule of the table, 20 seeds each
+    sweep(rule.seed_name, c.id(), [&](std::uint64_t s) { return run_norm_rule(rule.name, *k, c, s).results; });
 }
 
 KVCONF_INSTANTIATE_SUITE_P(NormConformanceSeeds,

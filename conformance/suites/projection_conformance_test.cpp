@@ -2,6 +2,7 @@
 // sequence from the prompt prefill (M = prompt) and decode steps (M = 1) vs the full-prefix GEMM (M = total),
 // within the sum of the two paths' bounds, bitwise for cache-invariant kernels; plus the 20-seed sweep.
 // Built with KVCONF_SUITE_GPU: the same over the GPU registry, prefix Cuda/ (conformance_gpu_*, label gpu).
+#include "kvconf/conformance/kernel_rules.hpp"
 #include "suite_support.hpp"
 
 namespace kvconf::conformance::suite {
@@ -20,7 +21,7 @@ class ProjectionConformance : public ::testing::TestWithParam<ProjParam> {};
 TEST_P(ProjectionConformance, CacheOnMatchesCacheOff) {
   const auto& [k, c] = GetParam();
   if (auto why = unsupported(*k, c)) GTEST_SKIP() << *why;
-  const auto r = check_projection_cache_on_off(*k, c, seed_for("projection_on_off", c.id()));
+  const auto r = run_projection_rule("on_off", *k, c).results;  // kernel_rules.hpp's table
   record(r);
   expect_pass(r);
 }
@@ -34,7 +35,8 @@ class ProjectionConformanceSeeds : public ::testing::TestWithParam<ProjParam> {}
 TEST_P(ProjectionConformanceSeeds, SlowManySeeds) {
   const auto& [k, c] = GetParam();
   if (auto why = unsupported(*k, c)) GTEST_SKIP() << *why;
-  sweep("projection_on_off", c.id(), [&](std::uint64_t seed) { return check_projection_cache_on_off(*k, c, seed); });
+  for (const KernelRule& rule : projection_rules())  // every rule of the table, 20 seeds each
+    sweep(rule.seed_name, c.id(), [&](std::uint64_t s) { return run_projection_rule(rule.name, *k, c, s).results; });
 }
 
 KVCONF_INSTANTIATE_SUITE_P(ProjectionConformanceSeeds,

@@ -8,7 +8,8 @@ from ._kernel import AttentionKernel, GemmKernel, NormKernel
 from ._results import Report, Result
 
 SETS = ("quick", "default", "full")
-ATTENTION_RULES = ("oracle", "on_off", "chunked", "unused_slots", "capacity", "batch")
+# conformance/kernel_rules.hpp's attention table, the one list the suites and the kernel sweep run too.
+ATTENTION_RULES = tuple(_core.attention_rules())
 
 
 def _set(set_):
@@ -121,7 +122,7 @@ def check_gemm(kernel, case, *, seed=None):
     kernel claiming cache_invariant): every row of the M-row call against the same row computed alone."""
     _expect(kernel, GemmKernel, "check_gemm")
     seed = _seed(seed)
-    return _run(kernel, case, case.shape, lambda: _core.check_gemm(kernel._core, case, seed),
+    return _run(kernel, case, case.shape, lambda: _core.check_gemm(kernel._core, case, [], seed),
                 _reproduce("check_gemm", kernel, "gemm_case", case, seed))
 
 
@@ -129,7 +130,7 @@ def check_projection(kernel, case, *, seed=None):
     """on_off of one projection case: the last token's row computed alone (M = 1) vs inside the prefix GEMMs."""
     _expect(kernel, GemmKernel, "check_projection")
     seed = _seed(seed)
-    return _run(kernel, case, None, lambda: _core.check_projection(kernel._core, case, seed),
+    return _run(kernel, case, None, lambda: _core.check_projection(kernel._core, case, [], seed),
                 _reproduce("check_projection", kernel, "projection_case", case, seed))
 
 
@@ -137,7 +138,7 @@ def check_norm(kernel, case, *, seed=None):
     """oracle_bound and two_sided of one RMSNorm case."""
     _expect(kernel, NormKernel, "check_norm")
     seed = _seed(seed)
-    return _run(kernel, case, case.shape, lambda: _core.check_norm(kernel._core, case, seed),
+    return _run(kernel, case, case.shape, lambda: _core.check_norm(kernel._core, case, [], seed),
                 _reproduce("check_norm", kernel, "norm_case", case, seed))
 
 
