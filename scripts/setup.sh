@@ -56,7 +56,7 @@ scripts/llama_cpp.sh "$llama_python" &
 llama_pid=$!
 
 if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
-  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest, jsonschema, mypy, ruff' 2>/dev/null; then
     echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
     start=$(date +%s)
     if "$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt; then

@@ -6,16 +6,18 @@
 #        [--max-new-tokens 16] [--dtype float16] [--profile fp16-eager] [--threads 1]
 #        [--llama-trace build/adapters/llama_cpp/kvconf-llama-trace --gguf build/gguf/llama2-tiny.f16.gguf
 #         --cache-type f16]
+from __future__ import annotations
+
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kvconf_hf_trace as hf  # noqa: E402
 
 
@@ -37,8 +39,8 @@ def main() -> int:
     if a.llama_trace and not a.gguf:
         print("bench_vs_kvconf: --llama-trace needs --gguf", file=sys.stderr)
         return 2
-    model_dir = os.path.join(a.fixtures, "models", a.model)
-    prompts = hf.load_prompts(os.path.join(a.fixtures, "prompts", "gsm8k.json"))
+    model_dir = str(Path(a.fixtures) / "models" / a.model)
+    prompts = hf.load_prompts(str(Path(a.fixtures) / "prompts" / "gsm8k.json"))
 
     with tempfile.TemporaryDirectory() as out:
         cmd = [a.kvconf, "model", "--model", f"fixture:{a.model}", "--profile", a.profile, "--strategies", "greedy",
@@ -52,7 +54,7 @@ def main() -> int:
             return 2
         m = re.search(r"greedy\s+\d+\s+\S+\s+\S+\s+\S+\s+\d+\s+\S+\s+\S+\s+\d+\s+([0-9.]+)", r.stdout)
         kv_s = float(m.group(1)) if m else wall / a.n
-        with open(os.path.join(out, "pairs.jsonl")) as fh:
+        with (Path(out) / "pairs.jsonl").open() as fh:
             ids = [json.loads(line)["prompt_id"] for line in fh if line.strip()]
     # kvconf model names a prompt-set prompt "ids:<index in the file>"; both time the same prompts.
     chosen = [prompts[int(i.split(":", 1)[1])] for i in ids]
@@ -69,12 +71,12 @@ def main() -> int:
     llama_s = None
     if a.llama_trace:
         with tempfile.TemporaryDirectory() as out:
-            pfile = os.path.join(out, "prompts.json")
+            pfile = str(Path(out) / "prompts.json")
             with open(pfile, "w") as fh:
                 json.dump({"prompts": [{"id": f"p{i}", "ids": p["ids"]} for i, p in enumerate(chosen)]}, fh)
             cmd = [a.llama_trace, "--model", a.gguf, "--prompts", pfile, "--n", str(len(chosen)), "--max-new-tokens",
                    str(a.max_new_tokens), "--cache-type", a.cache_type, "--threads", str(a.threads),
-                   "--out", os.path.join(out, "traces")]
+                   "--out", str(Path(out) / "traces")]
             t0 = time.perf_counter()
             r = subprocess.run(cmd, capture_output=True, text=True)
             llama_s = (time.perf_counter() - t0) / len(chosen)
@@ -88,7 +90,7 @@ def main() -> int:
           f"{wall:.1f} s)")
     print(f"  ratio kvconf / transformers = {kv_s / hf_s:.2f}")
     if llama_s is not None:
-        print(f"  llama.cpp {os.path.basename(a.gguf)}, cache {a.cache_type} (kvconf-llama-trace): {llama_s:.3f} s per "
+        print(f"  llama.cpp {Path(a.gguf).name}, cache {a.cache_type} (kvconf-llama-trace): {llama_s:.3f} s per "
               f"pair (ON + OFF, model load included); ratio transformers / llama.cpp = {hf_s / llama_s:.2f}")
     return 0
 

@@ -67,7 +67,7 @@ class ForwardProbe:
         finally:
             self._paused = False
 
-    def _before(self, module: Any, args: tuple, kwargs: dict) -> None:
+    def _before(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._paused:
             return
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -91,7 +91,7 @@ class ForwardProbe:
             rows = int(mask[:, columns:].sum())
         self._pending.append((fed, cached, rows, pads))
 
-    def _after(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+    def _after(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         if self._paused:
             return
         fed, cached, batch, pads = self._pending.pop()

@@ -3,7 +3,10 @@
 """supports_logits_to_keep(model) and cache_rows(cache): shared by both paths (kvconf_hf_trace) and the scenarios."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def supports_logits_to_keep(model: Any) -> bool:
@@ -11,7 +14,7 @@ def supports_logits_to_keep(model: Any) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
-def cache_rows(cache: Any, index: int = 0, start: int = 0) -> tuple:
+def cache_rows(cache: Any, index: int = 0, start: int = 0) -> tuple[Tensor, Tensor]:
     """A transformers cache's K (after RoPE) and V rows of batch entry `index`, from row `start` on, as kvconf.trace's
     k_rows / v_rows: (L, N, kv_heads * d), float32 (exact widening of the cache's dtype)."""
     import torch
@@ -20,7 +23,8 @@ def cache_rows(cache: Any, index: int = 0, start: int = 0) -> tuple:
         raise ValueError(f"--kv: this model's cache holds {min(held)} rows in some layers and {max(held)} in others "
                          f"(sliding-window layers keep only their last rows), so its K/V rows cannot be written as "
                          f"k_rows / v_rows (L, N, D_kv)")
-    ks, vs = [], []
+    ks: list[Tensor] = []
+    vs: list[Tensor] = []
     for layer in cache.layers:  # keys / values: (batch, kv_heads, rows, d)
         for t, out in ((layer.keys, ks), (layer.values, vs)):
             rows = t[index, :, start:, :]

@@ -21,12 +21,19 @@ kvconf_hf_trace.run_path.
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine_report import ForwardProbe
 from hf_cache import cache_rows, supports_logits_to_keep
-from kvconf_sampler import sample, step_draw
+from kvconf_sampler import Sampler, sample, step_draw
 from scenario_list import NAMES
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+# A side's record: generated_ids, draws, logits (T, V), calls, call_of_step, cache_after, calls_reported_by (and
+# k_rows, v_rows with kv).
+Run = dict[str, Any]
 
 # Every scenario of engine/scenarios.json but cache (kvconf_hf_trace.run_path's two paths): each has a driver below.
 SCENARIOS = tuple(name for name in NAMES if name != "cache")
@@ -40,11 +47,11 @@ class Hooks:
         """prefix: the donor cache's rows the request keeps (the driver then prefills from token `shared` on)."""
         return shared
 
-    def chunks(self, n: int, chunk: int) -> list:
+    def chunks(self, n: int, chunk: int) -> list[tuple[int, int]]:
         """chunked: the [begin, end) token ranges the prompt of n tokens is prefilled in."""
         return [(b, min(n, b + chunk)) for b in range(0, n, chunk)]
 
-    def batch_mask(self, mask: list) -> list:
+    def batch_mask(self, mask: list[list[int]]) -> list[list[int]]:
         """batch: the attention mask the batched forwards get ((B, columns) of 0 for padding, 1 for tokens)."""
         return mask
 
@@ -60,10 +67,14 @@ class _Steps:
     """What a side records per step: its logits row, the shared draw, the token kvconf's sampler chose from them, and
     the call whose logits those were."""
 
-    def __init__(self, sampler):
-        self.sampler, self.rows, self.draws, self.generated, self.call_of_step = sampler, [], [], [], []
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.rows: list[Tensor] = []
+        self.draws: list[float] = []
+        self.generated: list[int] = []
+        self.call_of_step: list[int] = []
 
-    def choose(self, out, t: int, calls: list) -> int:
+    def choose(self, out: Any, t: int, calls: list[list[int]]) -> int:
         row = out.logits[0, -1, :].clone()  # (V), the dtype transformers computed it in
         u = step_draw(self.sampler.seed, t)
         tok = sample(row, self.sampler, u)
@@ -73,16 +84,16 @@ class _Steps:
         self.draws.append(u)
         return tok
 
-    def result(self, probe: ForwardProbe) -> dict:
+    def result(self, probe: ForwardProbe) -> Run:
         import torch
         return {"generated_ids": self.generated, "draws": self.draws, "logits": torch.stack(self.rows).contiguous(),
                 "calls": probe.calls, "call_of_step": self.call_of_step, "cache_after": probe.cache_after,
                 "calls_reported_by": probe.reported_by}
 
 
-def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler, steps: int, *, chunk: int = 4,
-             at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False,
-             batch_with: Sequence[Sequence[int]] = ()) -> dict:
+def run_side(model: Any, prompt_ids: Sequence[int], scenario: str, side: str, sampler: Sampler, steps: int, *,
+             chunk: int = 4, at_step: int = 3, shared: int = 0, donor: Sequence[int] = (), kv: bool = False,
+             batch_with: Sequence[Sequence[int]] = ()) -> Run:
     """One side ("scenario" or "reference") of `scenario`: {"generated_ids", "draws", "logits" (T, V), "calls",
     "call_of_step"}, and with kv the side's cache at the end ("k_rows", "v_rows"). ValueError for options the
     scenario cannot use."""
@@ -107,7 +118,7 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
     extra = {"logits_to_keep": 1} if supports_logits_to_keep(model) else {}
     steps_ = _Steps(sampler)
 
-    def forward(ids, cache):
+    def forward(ids: Sequence[int], cache: Any) -> Any:
         return model(input_ids=torch.tensor([list(ids)], dtype=torch.long), past_key_values=cache, use_cache=True,
                      **extra)
 
@@ -147,7 +158,7 @@ def run_side(model, prompt_ids: Sequence[int], scenario: str, side: str, sampler
     return res
 
 
-def _run_batch(model, seq: list, others: list, sampler, steps: int, kv: bool) -> dict:
+def _run_batch(model: Any, seq: list[int], others: list[list[int]], sampler: Sampler, steps: int, kv: bool) -> Run:
     """Side A of batch: seq (index 0) left-padded into one batch with `others`, as generate() pads a batch."""
     import torch
 

@@ -1,5 +1,6 @@
-# Hugging Face transformers adapter: runs a local checkpoint folder cache ON and OFF, or both sides of a scenario (prefix,
-# chunked, refill, restore: hf_scenarios.py), and writes kvconf.trace/1.2 files (each call as the model got it).
+# Hugging Face transformers adapter: runs a local checkpoint folder cache ON and OFF, or both sides of a scenario
+# (prefix, chunked, refill, restore: hf_scenarios.py), and writes kvconf.trace/1.2 files (each call as the model
+# got it).
 """Write kvconf.trace/1 traces (docs/TRACES.md) from a local Hugging Face checkpoint run through transformers.
 
 For each prompt and each path it writes one .safetensors file:
@@ -31,15 +32,20 @@ import math
 import os
 import sys
 import tempfile
-from typing import Any, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 from engine_report import ForwardProbe
 from hf_cache import cache_rows, supports_logits_to_keep
-from hf_scenarios import SCENARIOS, run_side
-from kvconf_sampler import Sampler, sample, self_test, step_draw
+from hf_scenarios import SCENARIOS, Run, run_side
+from kvconf_sampler import Sampler, sample, step_draw
 
-__all__ = ["Sampler", "sample", "self_test", "step_draw", "cache_rows", "supports_logits_to_keep", "load_model",
-           "run_path", "main"]
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    from torch import Tensor
+
+__all__ = ["Sampler", "sample", "step_draw", "cache_rows", "supports_logits_to_keep", "load_model", "run_path", "main"]
 
 # 1.1: the scenario and the calls each forward made; 1.2: the calls and the cache's rows after each as the engine
 # reported them (engine_report.ForwardProbe), and how (docs/TRACES.md)
@@ -59,31 +65,30 @@ class InputError(Exception):
 # Inputs
 # ----------------------------------------------------------------------------------------------------------------------
 
-def read_config(model_dir: str) -> dict:
+def read_config(model_dir: str) -> dict[str, Any]:
     """The checkpoint's config.json (validated: vocab_size); InputError naming the folder or file otherwise."""
-    if not os.path.isdir(model_dir):
+    if not Path(model_dir).is_dir():
         raise InputError(f"{model_dir}: model folder not found")
-    cfg_path = os.path.join(model_dir, "config.json")
-    if not os.path.isfile(cfg_path):
+    cfg_path = Path(model_dir) / "config.json"
+    if not cfg_path.is_file():
         raise InputError(f"{cfg_path}: not found (a Hugging Face checkpoint folder needs config.json)")
     try:
-        with open(cfg_path, encoding="utf-8") as f:
+        with cfg_path.open(encoding="utf-8") as f:
             cfg = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{cfg_path}: not JSON ({_one_line(e)})") from None
     if not isinstance(cfg, dict):
         raise InputError(f"{cfg_path}: not a JSON object")
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    v = text.get("vocab_size", cfg.get("vocab_size"))
+    v = _text_config(cfg).get("vocab_size", cfg.get("vocab_size"))
     if not _is_int(v) or v < 1:
         raise InputError(f"{cfg_path}: field 'vocab_size' missing or not a positive integer")
     return cfg
 
 
-def load_prompts(path: str, vocab_size: int | None = None) -> list[dict]:
+def load_prompts(path: str, vocab_size: int | None = None) -> list[dict[str, Any]]:
     """{"prompts": [{"id": str, "ids": [int, ...], ...}]} -> the list; ids checked against [0, vocab_size)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with Path(path).open(encoding="utf-8") as f:
             doc = json.load(f)
     except FileNotFoundError:
         raise InputError(f"{path}: prompt file not found") from None
@@ -91,7 +96,7 @@ def load_prompts(path: str, vocab_size: int | None = None) -> list[dict]:
         raise InputError(f"{path}: not JSON ({_one_line(e)})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("prompts"), list):
         raise InputError(f"{path}: field 'prompts' missing or not a list (expected {{\"prompts\": [...]}})")
-    prompts = doc["prompts"]
+    prompts: list[dict[str, Any]] = doc["prompts"]
     if not prompts:
         raise InputError(f"{path}: field 'prompts' is empty")
     seen = set()
@@ -117,7 +122,13 @@ def load_prompts(path: str, vocab_size: int | None = None) -> list[dict]:
     return prompts
 
 
-def _is_int(v: Any) -> bool:
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's part of a config.json (text_config in a multimodal one, else the whole)."""
+    text = cfg.get("text_config")
+    return text if isinstance(text, dict) else cfg
+
+
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -130,7 +141,7 @@ def _one_line(e: BaseException) -> str:
 # Model and the two paths
 # ----------------------------------------------------------------------------------------------------------------------
 
-def _import_torch():
+def _import_torch() -> tuple[Any, Any]:
     # Never the network: set before transformers / huggingface_hub are imported.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -141,7 +152,7 @@ def _import_torch():
     return torch, transformers
 
 
-def load_model(model_dir: str, dtype: str, attention: str, threads: int = 1):
+def load_model(model_dir: str, dtype: str, attention: str, threads: int = 1) -> Any:
     """AutoModelForCausalLM from the folder, local files only, on CPU, eval mode, deterministic."""
     if dtype not in DTYPES:
         raise InputError(f"dtype '{dtype}' unknown (choices: {', '.join(DTYPES)})")
@@ -160,7 +171,7 @@ def load_model(model_dir: str, dtype: str, attention: str, threads: int = 1):
     return model.to("cpu").eval()
 
 
-def decode_forward(model, seq: list, past, **kwargs):
+def decode_forward(model: Any, seq: list[int], past: Any, **kwargs: Any) -> Any:
     """Cache ON, step t > 0: the newest token over the cache the previous forward returned (the one place the
     incremental path differs from a recompute; planted_path_lies.py replaces it with a recompute)."""
     import torch
@@ -168,8 +179,9 @@ def decode_forward(model, seq: list, past, **kwargs):
                  **kwargs)
 
 
-def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_new_tokens: int,
-             hidden: bool = False, kv_step: int | None = None, cache_factory=None) -> dict:
+def run_path(model: Any, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_new_tokens: int,
+             hidden: bool = False, kv_step: int | None = None,
+             cache_factory: Callable[[Any], Any] | None = None) -> Run:
     """One run of one prompt along `path` ("cache_on" or "cache_off"): max_new_tokens steps, no stop at EOS.
 
     Returns {"generated_ids", "draws", "logits" (T, V) in the dtype transformers returned, "calls", "cache_after",
@@ -188,7 +200,10 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
         raise ValueError("max_new_tokens must be >= 1")
     extra = {"logits_to_keep": 1} if supports_logits_to_keep(model) else {}
     seq = [int(t) for t in prompt_ids]
-    generated, draws, rows, hrows = [], [], [], []
+    generated: list[int] = []
+    draws: list[float] = []
+    rows: list[Tensor] = []
+    hrows: list[Tensor] = []
     past = None
     with torch.inference_mode(), ForwardProbe(model) as probe:
         for t in range(max_new_tokens):
@@ -215,8 +230,8 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
             generated.append(tok)
             draws.append(u)
             seq.append(tok)
-    res = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(), "calls": probe.calls,
-           "cache_after": probe.cache_after, "calls_reported_by": probe.reported_by}
+    res: Run = {"generated_ids": generated, "draws": draws, "logits": torch.stack(rows).contiguous(),
+                "calls": probe.calls, "cache_after": probe.cache_after, "calls_reported_by": probe.reported_by}
     if hidden:
         res["hidden_states"] = torch.stack(hrows).contiguous()
     if kv_step is not None:
@@ -226,16 +241,17 @@ def run_path(model, prompt_ids: Sequence[int], path: str, sampler: Sampler, max_
     return res
 
 
-def model_metadata(model, model_dir: str) -> dict:
+def model_metadata(model: Any, model_dir: str) -> dict[str, Any]:
     cfg = model.config
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+    name = Path(model_dir).absolute().name
     return {"name": name, "path": model_dir, "vocab_size": int(text.vocab_size),
             "n_layers": int(text.num_hidden_layers), "hidden_size": int(text.hidden_size)}
 
 
-def trace_metadata(*, engine_version: str, attention: str, model: dict, dtype: str, path: str, sampler: Sampler,
-                   prompt_id: str, prompt_ids: Sequence[int], run: dict, scenario: dict | None = None) -> dict:
+def trace_metadata(*, engine_version: str, attention: str, model: dict[str, Any], dtype: str, path: str,
+                   sampler: Sampler, prompt_id: str, prompt_ids: Sequence[int], run: Run,
+                   scenario: dict[str, Any] | None = None) -> dict[str, Any]:
     """The kvconf.trace/1.2 metadata document (docs/TRACES.md), fields in the spec's order. scenario: {"name", "side",
     options} for a scenario other than cache (docs/SCENARIOS.md)."""
     return {
@@ -263,21 +279,22 @@ def trace_filename(prompt_id: str, dtype: str, attention: str, strategy: str, se
     return f"{prompt_id}.{dtype}.{attention}.{strategy}.s{seed}.{on_off}.safetensors"
 
 
-def write_trace(out_path: str, meta: dict, tensors: dict) -> None:
-    """One .safetensors file, atomically: a temporary name in the same folder, fsync, then os.replace."""
+def write_trace(out_path: str | Path, meta: dict[str, Any], tensors: dict[str, Tensor]) -> None:
+    """One .safetensors file, atomically: a temporary name in the same folder, fsync, then a rename."""
     from safetensors.torch import save_file
-    folder = os.path.dirname(os.path.abspath(out_path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(out_path) + ".", suffix=".tmp")
+    target = Path(out_path).absolute()
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix="." + target.name + ".", suffix=".tmp")
     os.close(fd)
+    tmp = Path(name)
     try:
         save_file({k: v.contiguous() for k, v in tensors.items()}, tmp,
                   metadata={METADATA_KEY: json.dumps(meta, allow_nan=False, separators=(",", ":"))})
-        with open(tmp, "rb") as f:
+        with tmp.open("rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, out_path)
+        tmp.replace(target)
     except BaseException:
         try:
-            os.unlink(tmp)
+            tmp.unlink()
         except OSError:
             pass
         raise
@@ -288,11 +305,11 @@ def write_trace(out_path: str, meta: dict, tensors: dict) -> None:
 # ----------------------------------------------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one stderr line, exit 2 (argparse would print the usage too)
+    def error(self, message: str) -> NoReturn:  # one stderr line, exit 2 (argparse would print the usage too)
         raise InputError(f"command line: {message}")
 
 
-def _positive_int(name: str):
+def _positive_int(name: str) -> Callable[[str], int]:
     def conv(s: str) -> int:
         try:
             v = int(s)
@@ -314,7 +331,7 @@ def _seed(s: str) -> int:
     return v
 
 
-def _float_in(name: str, lo: float, hi: float, hi_closed: bool):
+def _float_in(name: str, lo: float, hi: float, hi_closed: bool) -> Callable[[str], float]:
     def conv(s: str) -> float:
         try:
             v = float(s)
@@ -365,11 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(default 0: the prompt's recompute)")
     p.add_argument("--threads", type=_positive_int("--threads"), default=1, help="torch CPU threads (default 1)")
     p.add_argument("--out", help="output folder (created if missing)")
-    p.add_argument("--self-test", action="store_true", help="check step_draw and the sampler, then exit")
+    p.add_argument("--self-test", action="store_true",
+                   help="run the sampler's tests (test_kvconf_sampler.py, with pytest), then exit")
     return p
 
 
-def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampler, vocab: int, version: str) -> int:
+def write_scenario(args: argparse.Namespace, model: Any, mmeta: dict[str, Any], prompts: list[dict[str, Any]],
+                   sampler: Sampler, vocab: int, version: str) -> int:
     """Both sides of args.scenario for the first args.n prompts (prefix: the prompt's first half shared with a donor
     made of that half and the next prompt's tokens, as kvconf's engine does)."""
     if args.scenario in ("refill", "restore") and not 1 <= args.at_step < args.max_new_tokens - 1:
@@ -396,8 +415,8 @@ def write_scenario(args, model, mmeta: dict, prompts: list[dict], sampler: Sampl
             meta = trace_metadata(engine_version=version, attention=args.attention, model=mmeta, dtype=args.dtype,
                                   path="cache_on", sampler=sampler, prompt_id=p["id"], prompt_ids=ids, run=run,
                                   scenario={"name": args.scenario, "side": side, **opts})
-            out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention, args.strategy,
-                                                             args.seed, f"{args.scenario}.{side}"))
+            out_path = Path(args.out) / trace_filename(p["id"], args.dtype, args.attention, args.strategy, args.seed,
+                                                       f"{args.scenario}.{side}")
             write_trace(out_path, meta, {k: run[k] for k in ("logits", "k_rows", "v_rows") if k in run})
             print(f"{out_path}: {args.scenario} {side} T={len(run['generated_ids'])} calls {run['calls'][:2]}... "
                   f"tokens {run['generated_ids']}", flush=True)
@@ -408,22 +427,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.self_test:
-            self_test()
-            print("self-test passed: step_draw is SplitMix64, sampler matches kvconf's cases")
-            return 0
+            return _self_test()
         for flag in ("model", "prompts", "out"):
             if getattr(args, flag) is None:
                 raise InputError(f"command line: --{flag} is required")
         cfg = read_config(args.model)
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-        vocab = int(text.get("vocab_size", cfg.get("vocab_size")))
+        vocab = int(_text_config(cfg).get("vocab_size") or cfg["vocab_size"])  # read_config checked it
         prompts = load_prompts(args.prompts, vocab)
         if args.n > len(prompts):
             raise InputError(f"{args.prompts}: --n {args.n} but the file has {len(prompts)} prompts")
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
+        if Path(args.out).exists() and not Path(args.out).is_dir():
             raise InputError(f"{args.out}: --out exists and is not a folder")
         try:
-            os.makedirs(args.out, exist_ok=True)
+            Path(args.out).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"{args.out}: cannot create the output folder ({e.strerror})") from None
         sampler = Sampler(args.strategy, args.top_k, args.top_p, args.temperature, args.seed)
@@ -452,13 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 meta = trace_metadata(engine_version=transformers.__version__, attention=args.attention,
                                       model=mmeta, dtype=args.dtype, path=path, sampler=sampler,
                                       prompt_id=p["id"], prompt_ids=p["ids"], run=run)
-                tensors = {"logits": run["logits"]}
+                tensors: dict[str, Tensor] = {"logits": run["logits"]}
                 if args.hidden:
                     tensors["hidden_states"] = run["hidden_states"]
                 if args.kv:
                     tensors["k_rows"], tensors["v_rows"] = run["k_rows"], run["v_rows"]
-                out_path = os.path.join(args.out, trace_filename(p["id"], args.dtype, args.attention,
-                                                                 args.strategy, args.seed, on_off))
+                out_path = Path(args.out) / trace_filename(p["id"], args.dtype, args.attention, args.strategy,
+                                                           args.seed, on_off)
                 write_trace(out_path, meta, tensors)
                 print(f"{out_path}: {path} T={len(run['generated_ids'])} logits {str(run['logits'].dtype)[6:]} "
                       f"tokens {run['generated_ids']}", flush=True)
@@ -469,6 +485,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kvconf_hf_trace: interrupted", file=sys.stderr)
         return 130
+
+
+def _self_test() -> int:
+    """--self-test: pytest on test_kvconf_sampler.py (step_draw is SplitMix64, the sampler picks kvconf's tokens)."""
+    import pytest
+    tests = Path(__file__).resolve().parent / "test_kvconf_sampler.py"
+    rc = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:kvconf", str(tests)])
+    if rc != 0:
+        return 1
+    print("self-test passed: step_draw is SplitMix64, sampler matches kvconf's cases")
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,32 +3,37 @@
 # run it (the cross-check of stories260K, docs/MODELS.md). run.c rotates pairs (2i, 2i+1) of each head; HF's Llama
 # rotates (i, i + d/2): the q and k rows of every head are permuted to match (the inverse of the row order llama2.c's
 # export.py writes for HF models). Usage: llama2c_to_hf.py MODEL.bin OUT_DIR
+from __future__ import annotations
+
 import json
-import os
 import struct
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
+from numpy.typing import NDArray
 from safetensors.numpy import save_file
 
 NAMES = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
 
 
-def fail(path: str, field: str, what: str) -> None:
+def fail(path: str, field: str, what: str) -> NoReturn:
     print(f"llama2c_to_hf: {path}: {field}: {what}", file=sys.stderr)
     sys.exit(2)
 
 
-def to_rotate_half(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """(n_heads·d, dim) rows in run.c's pair order -> HF's half order: row 2i of a head becomes row i, 2i+1 row i+d/2."""
+def to_rotate_half(w: NDArray[np.float32], n_heads: int) -> NDArray[np.float32]:
+    """(n_heads·d, dim) rows in run.c's pair order -> HF's half order: row 2i of a head becomes row i, 2i+1 row
+    i+d/2."""
     rows, cols = w.shape
     d = rows // n_heads
-    return w.reshape(n_heads, d // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+    return np.asarray(w.reshape(n_heads, d // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols), np.float32)
 
 
 def main(src: str, out: str) -> int:
     try:
-        data = open(src, "rb").read()
+        data = Path(src).read_bytes()
     except OSError as e:
         fail(src, "file", str(e))
     if len(data) < 28:
@@ -44,16 +49,16 @@ def main(src: str, out: str) -> int:
         fail(src, "header.n_heads", f"{nh} heads and {nkv} kv heads do not divide dim {D}")
     hd = D // nh
     kv = nkv * hd
-    f = np.frombuffer(data, dtype="<f4", offset=28)
+    f: NDArray[np.float32] = np.frombuffer(data, dtype="<f4", offset=28)
     need = V * D + L * (2 * D + D * D + 2 * kv * D + D * D + 3 * H * D) + D + S * hd + (0 if shared else V * D)
     if f.size < need:
         fail(src, "weights", f"{f.size} floats after the header, {need} needed")
     pos = 0
 
-    def take(*shape):
+    def take(*shape: int) -> NDArray[np.float32]:
         nonlocal pos
         n = int(np.prod(shape))
-        a = f[pos:pos + n].reshape(shape).copy()
+        a = np.array(f[pos:pos + n].reshape(shape), dtype=np.float32)  # a copy
         pos += n
         return a
 
@@ -82,13 +87,14 @@ def main(src: str, out: str) -> int:
         "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": shared,
         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
     }
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".model.safetensors.tmp")
-    save_file({k: np.ascontiguousarray(v) for k, v in t.items()}, tmp, metadata={"format": "pt"})
-    os.replace(tmp, os.path.join(out, "model.safetensors"))
-    with open(os.path.join(out, ".config.json.tmp"), "w") as fh:
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / ".model.safetensors.tmp"
+    save_file({k: np.ascontiguousarray(v) for k, v in t.items()}, str(tmp), metadata={"format": "pt"})
+    tmp.replace(folder / "model.safetensors")
+    with (folder / ".config.json.tmp").open("w") as fh:
         json.dump(cfg, fh, indent=2)
-    os.replace(os.path.join(out, ".config.json.tmp"), os.path.join(out, "config.json"))
+    (folder / ".config.json.tmp").replace(folder / "config.json")
     print(f"llama2c_to_hf: {src} -> {out} ({L} layers, dim {D}, vocab {V}, {'tied' if shared else 'untied'} head)")
     return 0
 

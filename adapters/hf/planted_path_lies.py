@@ -19,7 +19,7 @@ import hf_scenarios  # noqa: E402
 import kvconf_hf_trace as hf  # noqa: E402
 
 
-def recompute_decode(model: Any, seq: list, past: Any, **kwargs: Any) -> Any:
+def recompute_decode(model: Any, seq: list[int], past: Any, **kwargs: Any) -> Any:
     """Step t > 0 of cache ON done as a recompute: the whole sequence, no cache given (a fresh one comes back)."""
     import torch
     return model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=True, **kwargs)

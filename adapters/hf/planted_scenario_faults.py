@@ -7,22 +7,24 @@
 #                        attends over the pad tokens in front of it
 # Usage: planted_scenario_faults.py FAULT <kvconf_hf_trace.py options>
 """Usage: planted_scenario_faults.py prefix_row_short|chunk_boundary_skip|batch_padding_leaks <adapter options>"""
-import os
-import sys
+from __future__ import annotations
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hf_scenarios  # noqa: E402
 import kvconf_hf_trace as hf  # noqa: E402
 
 
 class PrefixRowShort(hf_scenarios.Hooks):
-    def prefix_rows(self, shared):
+    def prefix_rows(self, shared: int) -> int:
         return shared - 1
 
 
 class ChunkBoundarySkip(hf_scenarios.Hooks):
-    def chunks(self, n, chunk):
+    def chunks(self, n: int, chunk: int) -> list[tuple[int, int]]:
         v = super().chunks(n, chunk)
         if len(v) >= 2:
             v[1] = (v[1][0] + 1, v[1][1])
@@ -32,14 +34,16 @@ class ChunkBoundarySkip(hf_scenarios.Hooks):
 
 
 class BatchPaddingLeaks(hf_scenarios.Hooks):
-    def batch_mask(self, mask):
+    def batch_mask(self, mask: list[list[int]]) -> list[list[int]]:
         return [[1] * len(row) for row in mask]
 
 
-FAULTS = {"prefix_row_short": PrefixRowShort, "chunk_boundary_skip": ChunkBoundarySkip,
-          "batch_padding_leaks": BatchPaddingLeaks}
+FAULTS: dict[str, type[hf_scenarios.Hooks]] = {"prefix_row_short": PrefixRowShort,
+                                               "chunk_boundary_skip": ChunkBoundarySkip,
+                                               "batch_padding_leaks": BatchPaddingLeaks}
 
-def main(argv) -> int:
+
+def main(argv: list[str]) -> int:
     """argv: FAULT then kvconf_hf_trace.py's options; the fault is planted for this run only (the test calls it
     in-process)."""
     if len(argv) < 1 or argv[0] not in FAULTS:

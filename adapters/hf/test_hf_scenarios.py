@@ -1,66 +1,120 @@
-# Test of the transformers adapter's scenarios (docs/SCENARIOS.md): cache ON/OFF and both sides of prefix, chunked,
-# refill, restore and batch (left-padded) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by
-# `kvconf check --dir --model` (exit 0: every rule passes), with the paths the sides reported checked
-# (scenario_path), restore bitwise and the cached K/V compared (cached_kv); then the planted narrow cache
-# (planted_narrow_cache.py) must fail cached_kv, and each planted scenario fault (planted_scenario_faults.py) the rule
-# that names it, and each planted path lie (planted_path_lies.py) scenario_path naming the call's field. Prints each
-# scenario's verdicts. The ten adapter runs share this process (their scripts' main()s,
-# called as their command lines would be): one import of torch and transformers instead of ten, about 5 s each here;
-# the command line itself is HfAdapter's test (test_hf_trace.py).
-"""Usage: test_hf_scenarios.py --fixtures DIR --kvconf EXE --out DIR   (exit 0 pass, 1 fail)"""
-import argparse
+# pytest: the transformers adapter's scenarios (docs/SCENARIOS.md) pass `kvconf check`, and its planted faults fail it.
+"""pytest -s adapters/hf/test_hf_scenarios.py [--fixtures-dir ... --kvconf-exe ... --out-dir ...]
+(CTest: HfScenarios.KvconfCheckPassesTransformersScenarios)
+
+Cache ON/OFF and both sides of every other scenario of engine/scenarios.json (prefix, chunked, refill, restore and
+batch, left-padded) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
+(exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the
+cached K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv, each
+planted scenario fault (planted_scenario_faults.py) the rule that names it, and each planted path lie
+(planted_path_lies.py) scenario_path naming the call's field. Prints each pair's verdicts. The ten adapter runs share
+this process (their scripts' main()s, called as their command lines would be): one import of torch and transformers
+instead of ten, about 5 s each here; the command line itself is HfAdapter's test (test_hf_trace.py).
+"""
+from __future__ import annotations
+
+import dataclasses
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
+from pathlib import Path
+from typing import Any, Callable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+import pytest
 
-import kvconf_hf_trace  # noqa: E402
-import planted_narrow_cache  # noqa: E402
-import planted_path_lies  # noqa: E402
-import planted_scenario_faults  # noqa: E402
-import scenario_list  # noqa: E402
+import kvconf_hf_trace
+import planted_narrow_cache
+import planted_path_lies
+import planted_scenario_faults
+import scenario_list
+
+Record = dict[str, Any]  # one pair's record in pairs.jsonl (kvconf.run_pair)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fixtures", required=True)
-    ap.add_argument("--kvconf", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.out, ignore_errors=True)
-    traces = os.path.join(a.out, "traces")
-    model = os.path.join(a.fixtures, "models", "llama2-tiny")
-    failures = []
-    def adapter(script_main, scenario, folder, *first):
-        argv = [*first, "--model", model, "--prompts", os.path.join(a.fixtures, "prompts", "gsm8k.json"), "--n", "2",
-                "--max-new-tokens", "8", "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario,
-                "--chunk", "5", "--at-step", "3", "--kv", "--out", folder]
-        rc = script_main(argv)
-        if rc != 0:
-            raise SystemExit(f"{script_main.__module__}.py {' '.join(argv)} exited {rc}")
+@dataclasses.dataclass
+class Setup:
+    out: Path
+    model: Path
+    prompts: Path
+    kvconf: Path
 
-    for scenario in scenario_list.NAMES:  # engine/scenarios.json: every scenario kvconf knows
-        adapter(kvconf_hf_trace.main, scenario, traces)
-    out = os.path.join(a.out, "check")
-    p = subprocess.run([a.kvconf, "check", "--dir", traces, "--model", model, "--out", out], capture_output=True,
-                       text=True)
+
+@dataclasses.dataclass
+class Check:
+    returncode: int
+    stdout: str
+    records: list[Record]
+
+
+@pytest.fixture(scope="module")
+def setup(request: pytest.FixtureRequest, fixtures_dir: Path, kvconf_exe: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    given = request.config.getoption("--out-dir")
+    out = Path(given) if given else tmp_path_factory.mktemp("hf-scenarios")
+    shutil.rmtree(out, ignore_errors=True)
+    return Setup(out, fixtures_dir / "models" / "llama2-tiny", fixtures_dir / "prompts" / "gsm8k.json", kvconf_exe)
+
+
+def run_adapter(s: Setup, script_main: Callable[[list[str]], int], scenario: str, folder: Path, *first: str) -> None:
+    """One adapter run in this process, as its command line: 2 prompts x 8 tokens, fp16 sdpa, K/V rows kept."""
+    argv = [*first, "--model", str(s.model), "--prompts", str(s.prompts), "--n", "2", "--max-new-tokens", "8",
+            "--dtype", "float16", "--attention", "sdpa", "--scenario", scenario, "--chunk", "5", "--at-step", "3",
+            "--kv", "--out", str(folder)]
+    rc = script_main(argv)
+    assert rc == 0, f"{script_main.__module__}.py {' '.join(argv)} exited {rc}"
+
+
+def kvconf_check(s: Setup, folder: Path, out: Path) -> Check:
+    p = subprocess.run([str(s.kvconf), "check", "--dir", str(folder), "--model", str(s.model), "--out", str(out)],
+                       capture_output=True, text=True)
     print(p.stdout[-2000:], p.stderr[-2000:])
-    if p.returncode != 0:
-        failures.append(f"kvconf check exited {p.returncode}")
-    records = [json.loads(line) for line in open(os.path.join(out, "pairs.jsonl"))]
-    seen = {}
-    for r in records:
-        rules = {x["rule"]: x for x in r["rules"]}
-        # The profile names the scenario and the option a folder may hold several of ("+chunked5", "+restore3").
-        scenario = re.sub(r"\d+$", "", r["profile"].split("+")[-1]) if "+" in r["profile"] else "cache"
-        seen[scenario] = seen.get(scenario, 0) + 1
-        print(f"{r['profile']} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                              for k, v in rules.items()))
+    pairs = out / "pairs.jsonl"
+    records = [json.loads(line) for line in pairs.read_text().splitlines() if line] if pairs.is_file() else []
+    return Check(p.returncode, p.stdout, records)
+
+
+def verdicts(label: str, record: Record) -> dict[str, Record]:
+    """The record's rules by name, printed as one line."""
+    rules = {x["rule"]: x for x in record["rules"]}
+    print(f"{label} {record['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
+                                                         for k, v in rules.items()))
+    return rules
+
+
+def scenario_of(record: Record) -> str:
+    """The profile names the scenario and the option a folder may hold several of ("+chunked5", "+restore3")."""
+    profile: str = record["profile"]
+    return re.sub(r"\d+$", "", profile.split("+")[-1]) if "+" in profile else "cache"
+
+
+@pytest.fixture(scope="module")
+def checked(setup: Setup) -> Check:
+    """Every scenario kvconf knows (engine/scenarios.json) written into one folder, then `kvconf check` on it."""
+    traces = setup.out / "traces"
+    for scenario in scenario_list.NAMES:
+        run_adapter(setup, kvconf_hf_trace.main, scenario, traces)
+    return kvconf_check(setup, traces, setup.out / "check")
+
+
+def test_kvconf_check_passes_every_pair(checked: Check) -> None:
+    assert checked.returncode == 0, f"kvconf check exited {checked.returncode}"
+
+
+def test_two_pairs_of_every_scenario(checked: Check) -> None:
+    seen: dict[str, int] = {}
+    for r in checked.records:
+        seen[scenario_of(r)] = seen.get(scenario_of(r), 0) + 1
+    assert seen == {name: 2 for name in scenario_list.NAMES}
+
+
+@pytest.mark.parametrize("scenario", scenario_list.NAMES)
+def test_each_pair_keeps_its_path_and_cache(checked: Check, scenario: str) -> None:
+    """scenario_path and cached_kv pass on every pair; restore is bitwise; refill and restore equal before the
+    event."""
+    failures = []
+    for r in (r for r in checked.records if scenario_of(r) == scenario):
+        rules = verdicts(r["profile"], r)
         for rule in ("scenario_path", "cached_kv"):
             if rule not in rules or not rules[rule]["pass"]:
                 failures.append(f"{r['profile']} {r['prompt_id']}: {rule} missing or failed")
@@ -68,47 +122,42 @@ def main() -> int:
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
         if scenario in ("refill", "restore") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
-    if seen != {name: 2 for name in scenario_list.NAMES}:
-        failures.append(f"pairs per scenario: {seen}")
-
-    def planted(label, folder, rule, naming=""):
-        """kvconf check on a planted adapter's traces: exit 1, and `rule` failing on every pair (its detail holding
-        `naming`)."""
-        out = folder + "-check"
-        p = subprocess.run([a.kvconf, "check", "--dir", folder, "--model", model, "--out", out], capture_output=True,
-                           text=True)
-        if p.returncode != 1:
-            failures.append(f"{label}: kvconf check exited {p.returncode}, expected 1 (a rule failed)")
-        for line in open(os.path.join(out, "pairs.jsonl")):
-            r = json.loads(line)
-            rules = {x["rule"]: x for x in r["rules"]}
-            print(f"planted {label} {r['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                                     for k, v in rules.items()))
-            x = rules.get(rule, {})
-            if x.get("pass", True) or naming not in x.get("detail", ""):
-                failures.append(f"planted {label} {r['prompt_id']}: {rule} did not fail naming '{naming}': {x}")
-
-    # The planted narrow cache: the cache-ON side keeps K/V with bf16's 8 significand bits.
-    folder = os.path.join(a.out, "narrow_cache")
-    adapter(planted_narrow_cache.main, "cache", folder)
-    planted("narrow cache", folder, "cached_kv", "layer 0 row")
-    # The planted scenario faults (planted_scenario_faults.py): each must fail the rule that names it.
-    for fault, scenario, rule in (("prefix_row_short", "prefix", "scenario_path"),
-                                  ("chunk_boundary_skip", "chunked", "scenario_path"),
-                                  ("batch_padding_leaks", "batch", "perturbation_rounding_sized")):
-        folder = os.path.join(a.out, fault)
-        adapter(planted_scenario_faults.main, scenario, folder, fault)
-        planted(fault, folder, rule)
-    # The planted path lies (planted_path_lies.py): logits a correct run could give, calls the engine reported.
-    for fault, scenario, naming in (("recompute_on", "cache", "calls[1] fed"),
-                                    ("batch_alone", "batch", "calls[0] batch")):
-        folder = os.path.join(a.out, fault)
-        adapter(planted_path_lies.main, scenario, folder, fault)
-        planted(fault, folder, "scenario_path", naming)
-    for f in failures:
-        print("FAIL:", f)
-    return 1 if failures else 0
+    assert not failures
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@dataclasses.dataclass(frozen=True)
+class Plant:
+    script: Callable[[list[str]], int]  # the planted adapter's main
+    fault: str                          # its first argument ("" for none)
+    scenario: str
+    rule: str                           # the rule that must fail on every pair
+    naming: str = ""                    # what that rule's detail must hold
+
+
+PLANTS = {
+    # The cache-ON side keeps K/V with bf16's 8 significand bits.
+    "narrow_cache": Plant(planted_narrow_cache.main, "", "cache", "cached_kv", "layer 0 row"),
+    # planted_scenario_faults.py: each must fail the rule that names it.
+    "prefix_row_short": Plant(planted_scenario_faults.main, "prefix_row_short", "prefix", "scenario_path"),
+    "chunk_boundary_skip": Plant(planted_scenario_faults.main, "chunk_boundary_skip", "chunked", "scenario_path"),
+    "batch_padding_leaks": Plant(planted_scenario_faults.main, "batch_padding_leaks", "batch",
+                                 "perturbation_rounding_sized"),
+    # planted_path_lies.py: logits a correct run could give, calls the engine reported.
+    "recompute_on": Plant(planted_path_lies.main, "recompute_on", "cache", "scenario_path", "calls[1] fed"),
+    "batch_alone": Plant(planted_path_lies.main, "batch_alone", "batch", "scenario_path", "calls[0] batch"),
+}
+
+
+@pytest.mark.parametrize("name", PLANTS)
+def test_planted_fault_fails_its_rule(setup: Setup, name: str) -> None:
+    """kvconf check on a planted adapter's traces: exit 1, and the plant's rule failing on every pair (its detail
+    naming what the plant names)."""
+    plant, folder = PLANTS[name], setup.out / name
+    run_adapter(setup, plant.script, plant.scenario, folder, *([plant.fault] if plant.fault else []))
+    check = kvconf_check(setup, folder, setup.out / f"{name}-check")
+    assert check.returncode == 1, f"kvconf check exited {check.returncode}, expected 1 (a rule failed)"
+    assert check.records, "no pairs checked"
+    for r in check.records:
+        x = verdicts(f"planted {name}", r).get(plant.rule, {})
+        assert not x.get("pass", True) and plant.naming in x.get("detail", ""), \
+            f"{r['prompt_id']}: {plant.rule} did not fail naming '{plant.naming}': {x}"

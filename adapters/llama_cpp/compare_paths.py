@@ -9,31 +9,37 @@ Usage: compare_paths.py A_DIR B_DIR   (traces paired by prompt id and side; docs
 """
 from __future__ import annotations
 
-import glob
 import json
-import os
 import statistics
 import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+USAGE = "Usage: compare_paths.py A_DIR B_DIR"
 
 
-def read(path: str):
+def read(path: Path) -> tuple[dict[str, Any], NDArray[np.floating[Any]]]:
+    """A trace's metadata and its logits (T, V)."""
     from safetensors import safe_open
-    with safe_open(path, "np") as f:
-        return json.loads(f.metadata()["kvconf.trace"]), f.get_tensor("logits")
+    with safe_open(str(path), "np") as f:
+        return json.loads(f.metadata()["kvconf.trace"]), np.asarray(f.get_tensor("logits"))
 
 
-def key_of(path: str) -> tuple[str, str]:
-    name = os.path.basename(path)
+def key_of(path: Path) -> tuple[str, str]:
+    name = path.name
     return name.split(".", 1)[0], "on" if name.endswith(".on.safetensors") else "off"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or not all(os.path.isdir(d) for d in argv):
-        print("compare_paths: " + next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
+    if len(argv) != 2 or not all(Path(d).is_dir() for d in argv):
+        print(f"compare_paths: {USAGE}", file=sys.stderr)
         return 2
-    b_files = {key_of(f): f for f in glob.glob(os.path.join(argv[1], "*.safetensors"))}
+    b_files = {key_of(f): f for f in Path(argv[1]).glob("*.safetensors")}
     groups: dict[tuple[str, str, str], list[float]] = {}
-    for fa in sorted(glob.glob(os.path.join(argv[0], "*.safetensors"))):
+    for fa in sorted(Path(argv[0]).glob("*.safetensors")):
         fb = b_files.get(key_of(fa))
         if fb is None:
             continue

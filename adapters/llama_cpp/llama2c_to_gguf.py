@@ -25,9 +25,12 @@ Exit 2 with one line on bad input.
 from __future__ import annotations
 
 import argparse
-import os
 import struct
 import sys
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
 
 HEADER = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
 
@@ -37,10 +40,10 @@ def fail(msg: str) -> int:
     return 2
 
 
-def read_llama2c(path: str, np):
+def read_llama2c(path: str) -> tuple[dict[str, int], list[tuple[str, NDArray[np.float32]]]]:
     """The header (a dict) and the tensors in file order, each (name, array) with llama.cpp's GGUF names."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    size = Path(path).stat().st_size
+    with Path(path).open("rb") as f:
         raw = f.read(28)
         if len(raw) < 28:
             raise ValueError(f"{path}: header: file is {size} bytes, shorter than the 28-byte header")
@@ -60,10 +63,10 @@ def read_llama2c(path: str, np):
                              (0 if shared else vocab * d))
         if size != expected:
             raise ValueError(f"{path}: size {size} bytes (expected {expected} for this header)")
-        data = np.frombuffer(f.read(), dtype="<f4")
+        data: NDArray[np.float32] = np.frombuffer(f.read(), dtype="<f4")
     pos = 0
 
-    def take(*shape):
+    def take(*shape: int) -> NDArray[np.float32]:
         nonlocal pos
         n = int(np.prod(shape))
         a = data[pos:pos + n].reshape(shape)  # (out, in) per matrix: row i is output i, as nn.Linear
@@ -87,7 +90,7 @@ def read_llama2c(path: str, np):
     return h, out
 
 
-def vocabulary(n: int):
+def vocabulary(n: int) -> tuple[list[str], list[int]]:
     """tok512's layout of special and byte pieces, placeholders for the merged ones (module docstring)."""
     tokens, types = ["<unk>", "<s>", "</s>"], [2, 3, 3]  # gguf TokenType: UNKNOWN, CONTROL
     tokens += [f"<0x{b:02X}>" for b in range(256)]
@@ -104,26 +107,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outtype", required=True, choices=["f32", "f16"])
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    if not os.path.isfile(os.path.join(a.gguf_py, "gguf", "gguf_writer.py")):
+    if not (Path(a.gguf_py) / "gguf" / "gguf_writer.py").is_file():
         return fail(f"{a.gguf_py}: --gguf-py has no gguf/gguf_writer.py")
-    if not os.path.isfile(a.model):
+    if not Path(a.model).is_file():
         return fail(f"{a.model}: --model not found")
     sys.path.insert(0, a.gguf_py)
-    import numpy as np
     import gguf
 
     try:
-        h, tensors = read_llama2c(a.model, np)
+        h, tensors = read_llama2c(a.model)
     except ValueError as e:
         return fail(str(e))
     vocab = abs(h["vocab_size"])
     if vocab < 259:
         return fail(f"{a.model}: header.vocab_size: {vocab} ids, fewer than tok512's 3 special and 256 byte pieces")
-    out = os.path.abspath(a.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    part = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".part")
-    w = gguf.GGUFWriter(part, "llama")
-    w.add_name(os.path.splitext(os.path.basename(a.model))[0])
+    out = Path(a.out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.parent / f".{out.name}.part"
+    w = gguf.GGUFWriter(str(part), "llama")
+    w.add_name(Path(a.model).stem)
     w.add_context_length(h["seq_len"])
     w.add_embedding_length(h["dim"])
     w.add_block_count(h["n_layers"])
@@ -151,10 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         w.write_tensors_to_file()
         w.close()
     except OSError as e:
-        if os.path.exists(part):
-            os.unlink(part)
+        part.unlink(missing_ok=True)
         return fail(f"{out}: cannot write ({e})")
-    os.replace(part, out)
+    part.replace(out)
     print(f"llama2c_to_gguf: {a.model} -> {out} ({a.outtype})")
     return 0
 

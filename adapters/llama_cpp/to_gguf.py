@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 
 def fail(msg: str) -> int:
@@ -29,34 +29,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--outtype", required=True, choices=["f32", "f16"])
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    for f, what in ((a.converter, "--converter"), (a.tokenizer, "--tokenizer"),
-                    (os.path.join(a.model, "config.json"), "--model's config.json"),
-                    (os.path.join(a.model, "model.safetensors"), "--model's model.safetensors")):
-        if not os.path.isfile(f):
+    model = Path(a.model)
+    for f, what in ((Path(a.converter), "--converter"), (Path(a.tokenizer), "--tokenizer"),
+                    (model / "config.json", "--model's config.json"),
+                    (model / "model.safetensors", "--model's model.safetensors")):
+        if not f.is_file():
             return fail(f"{f}: {what} not found")
     try:
-        with open(os.path.join(a.model, "config.json"), encoding="utf-8") as f:
-            json.load(f)
+        with (model / "config.json").open(encoding="utf-8") as fh:
+            json.load(fh)
     except (OSError, json.JSONDecodeError) as e:
-        return fail(f"{os.path.join(a.model, 'config.json')}: not JSON ({e})")
-    out = os.path.abspath(a.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+        return fail(f"{model / 'config.json'}: not JSON ({e})")
+    out = Path(a.out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvconf-gguf-") as tmp:
         # The converter reads the tokenizer beside the checkpoint: a folder of links.
-        src = os.path.join(tmp, os.path.basename(os.path.normpath(a.model)))
-        os.mkdir(src)
+        src = Path(tmp) / model.absolute().name
+        src.mkdir()
         for name in ("config.json", "model.safetensors"):
-            os.symlink(os.path.abspath(os.path.join(a.model, name)), os.path.join(src, name))
-        os.symlink(os.path.abspath(a.tokenizer), os.path.join(src, "tokenizer.model"))
-        part = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".part")
-        r = subprocess.run([sys.executable, a.converter, src, "--outtype", a.outtype, "--outfile", part],
+            (src / name).symlink_to((model / name).absolute())
+        (src / "tokenizer.model").symlink_to(Path(a.tokenizer).absolute())
+        part = out.parent / f".{out.name}.part"
+        r = subprocess.run([sys.executable, a.converter, str(src), "--outtype", a.outtype, "--outfile", str(part)],
                            capture_output=True, text=True)
-        if r.returncode != 0 or not os.path.isfile(part):
+        if r.returncode != 0 or not part.is_file():
             sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
-            if os.path.exists(part):
-                os.unlink(part)
+            part.unlink(missing_ok=True)
             return fail(f"{a.model}: llama.cpp's converter failed (exit {r.returncode}); its output is above")
-        os.replace(part, out)
+        part.replace(out)
     print(f"to_gguf: {a.model} -> {out} ({a.outtype})")
     return 0
 
