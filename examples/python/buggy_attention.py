@@ -25,7 +25,7 @@ def decode_online(s, v, fixed):
     """s: (H, 1, n_kv) scores, v: (H, n_kv, d_v) fp32 -> (H, 1, d_v): online softmax over blocks of BLOCK keys."""
     heads, _, n_kv = s.shape
     m = torch.full((heads, 1, 1), float("-inf"))
-    l = torch.zeros(heads, 1, 1)
+    row_sum = torch.zeros(heads, 1, 1)
     acc = torch.zeros(heads, 1, v.shape[-1])
     for start in range(0, n_kv, BLOCK):
         sb = s[:, :, start:start + BLOCK]                                 # (H, 1, b)
@@ -35,10 +35,10 @@ def decode_online(s, v, fixed):
         alpha = torch.exp(m - m_new) if fixed else torch.exp(m_new - m)  # BUG: the sign of the rescale
         alpha = torch.nan_to_num(alpha, nan=0.0)                         # m = -inf before the first block
         p = torch.exp(sb - m_new)                                        # (H, 1, b)
-        l = l * alpha + p.sum(-1, keepdim=True)
+        row_sum = row_sum * alpha + p.sum(-1, keepdim=True)
         acc = acc * alpha + torch.matmul(p, v[:, start:start + BLOCK])
         m = m_new
-    return acc / l
+    return acc / row_sum
 
 
 def buggy_attention(q, k_cache, v_cache, call, fixed=False):

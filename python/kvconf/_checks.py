@@ -3,67 +3,76 @@ kvconf._core, on the same cases and seeds as the Plugin/ and Torch/ suites), ret
 
 from __future__ import annotations
 
+from typing import Any, Callable, Iterable, TypeVar
+
 from . import _core
-from ._kernel import AttentionKernel, GemmKernel, NormKernel
-from ._results import Report, Result
+from ._compat import set_alias
+from ._kernel import AttentionKernel, GemmKernel, NormKernel, _Kernel
+from ._results import Case, Report, Result
+
+C = TypeVar("C", _core.AttentionCase, _core.GemmCase, _core.ProjectionCase, _core.NormCase)
 
 SETS = ("quick", "default", "full")
 # conformance/kernel_rules.hpp's attention table, the one list the suites and the kernel sweep run too.
 ATTENTION_RULES = tuple(_core.attention_rules())
 
 
-def _set(set_):
-    if set_ not in SETS:
-        raise ValueError(f"set={set_!r}: expected one of {', '.join(SETS)}")
-    return set_
+def _set(case_set: str) -> str:
+    if case_set not in SETS:
+        raise ValueError(f"case_set={case_set!r}: expected one of {', '.join(SETS)}")
+    return case_set
 
 
-def attention_cases(set="quick"):
+@set_alias
+def attention_cases(case_set: str = "quick") -> list[_core.AttentionCase]:
     """quick: 10 small cases that exercise every property of the full table (case.properties; the pytest plugin's
     default); default: the suites' fast cases (what Plugin/ and Torch/ run in ctest); full: the suites' tables with
     the slow cases."""
-    return _core.attention_cases(_set(set))
+    return _core.attention_cases(_set(case_set))
 
 
-def gemm_cases(set="quick"):
+@set_alias
+def gemm_cases(case_set: str = "quick") -> list[_core.GemmCase]:
     """GEMM cases (the default set has M = 1 with the K tails 11008, 2304 and 14336)."""
-    return _core.gemm_cases(_set(set))
+    return _core.gemm_cases(_set(case_set))
 
 
-def projection_cases(set="quick"):
+@set_alias
+def projection_cases(case_set: str = "quick") -> list[_core.ProjectionCase]:
     """The K/V projection of the last token alone (decode, M = 1) vs inside the prefix GEMMs (cache off)."""
-    return _core.projection_cases(_set(set))
+    return _core.projection_cases(_set(case_set))
 
 
-def norm_cases(set="quick"):
-    return _core.norm_cases(_set(set))
+@set_alias
+def norm_cases(case_set: str = "quick") -> list[_core.NormCase]:
+    return _core.norm_cases(_set(case_set))
 
 
-def _find(kind, cases_of, case_id):
+def _find(kind: str, cases_of: Callable[[str], list[C]], case_id: str) -> C:
     for c in cases_of("full") + cases_of("quick"):
         if c.id == case_id:
             return c
     raise KeyError(f"no {kind} case {case_id!r} in kvconf's tables")
 
 
-def attention_case(case_id):
+def attention_case(case_id: str) -> _core.AttentionCase:
     """The attention case with this id (any set); KeyError if none."""
     return _find("attention", _core.attention_cases, case_id)
 
 
-def gemm_case(case_id):
+def gemm_case(case_id: str) -> _core.GemmCase:
     return _find("gemm", _core.gemm_cases, case_id)
 
 
-def projection_case(case_id):
+def projection_case(case_id: str) -> _core.ProjectionCase:
     return _find("projection", _core.projection_cases, case_id)
 
 
-def norm_case(case_id):
+def norm_case(case_id: str) -> _core.NormCase:
     return _find("norm", _core.norm_cases, case_id)
 
 
-def _seed(seed):
+def _seed(seed: object) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
@@ -71,12 +80,13 @@ def _seed(seed):
     return seed
 
 
-def _expect(kernel, cls, fn_name):
+def _expect(kernel: object, cls: type[_Kernel], fn_name: str) -> None:
     if not isinstance(kernel, cls):
         raise TypeError(f"{fn_name}: kernel={kernel!r}: expected a kvconf.{cls.__name__}")
 
 
-def _run(kernel, case, call, run, reproduce, declined=None):
+def _run(kernel: _Kernel, case: Case, call: Any, run: Callable[[], list[_core.CheckResult]], reproduce: str,
+         declined: Callable[[], str | None] | None = None) -> Report:
     kernel.case_id = case.id  # named by every message, the supports' and copies' included
     try:
         why = kernel._supports(call) if call is not None else kernel._device_reason()
@@ -91,12 +101,13 @@ def _run(kernel, case, call, run, reproduce, declined=None):
                                         r.detail) for r in raw], reproduce=reproduce)
 
 
-def _reproduce(fn, kernel, finder, case, seed):
+def _reproduce(fn: str, kernel: _Kernel, finder: str, case: Case, seed: int | None) -> str:
     s = f", seed={seed}" if seed is not None else ""
     return f"kvconf.{fn}(<{kernel.user_name} kernel>, kvconf.{finder}({case.id!r}){s})"
 
 
-def check_attention(kernel, case, *, rules=None, seed=None):
+def check_attention(kernel: AttentionKernel, case: _core.AttentionCase, *, rules: Iterable[str] | None = None,
+                    seed: int | None = None) -> Report:
     """Every attention rule of the suites on one case: oracle (oracle_bound, two_sided), on_off (decode vs the last
     prefill row), chunked (chunks of 1, 4, 16 rows vs one shot), unused_slots (NaN in rows [n_kv, capacity) never
     reaches the output), capacity (kernels claiming cache_invariant), batch (kernels with a batch_fn: the last row
@@ -117,7 +128,7 @@ def check_attention(kernel, case, *, rules=None, seed=None):
                 _reproduce("check_attention", kernel, "attention_case", case, seed), declined)
 
 
-def check_gemm(kernel, case, *, seed=None):
+def check_gemm(kernel: GemmKernel, case: _core.GemmCase, *, seed: int | None = None) -> Report:
     """oracle_bound and two_sided of one GEMM case (y = x·wᵀ), and for M >= 2 batch_bound (batch_bitwise for a
     kernel claiming cache_invariant): every row of the M-row call against the same row computed alone."""
     _expect(kernel, GemmKernel, "check_gemm")
@@ -126,7 +137,7 @@ def check_gemm(kernel, case, *, seed=None):
                 _reproduce("check_gemm", kernel, "gemm_case", case, seed))
 
 
-def check_projection(kernel, case, *, seed=None):
+def check_projection(kernel: GemmKernel, case: _core.ProjectionCase, *, seed: int | None = None) -> Report:
     """on_off of one projection case: the last token's row computed alone (M = 1) vs inside the prefix GEMMs."""
     _expect(kernel, GemmKernel, "check_projection")
     seed = _seed(seed)
@@ -134,7 +145,7 @@ def check_projection(kernel, case, *, seed=None):
                 _reproduce("check_projection", kernel, "projection_case", case, seed))
 
 
-def check_norm(kernel, case, *, seed=None):
+def check_norm(kernel: NormKernel, case: _core.NormCase, *, seed: int | None = None) -> Report:
     """oracle_bound and two_sided of one RMSNorm case."""
     _expect(kernel, NormKernel, "check_norm")
     seed = _seed(seed)
@@ -142,14 +153,15 @@ def check_norm(kernel, case, *, seed=None):
                 _reproduce("check_norm", kernel, "norm_case", case, seed))
 
 
-def check(kernel, case, *, seed=None):
+def check(kernel: AttentionKernel | GemmKernel | NormKernel, case: Case, *, seed: int | None = None) -> Report:
     """The rules for this kernel's kind and this case's kind."""
+    k: Any = kernel  # a kernel of another kind than the case's: the check_* function's TypeError names it
     if isinstance(case, _core.AttentionCase):
-        return check_attention(kernel, case, seed=seed)
+        return check_attention(k, case, seed=seed)
     if isinstance(case, _core.GemmCase):
-        return check_gemm(kernel, case, seed=seed)
+        return check_gemm(k, case, seed=seed)
     if isinstance(case, _core.ProjectionCase):
-        return check_projection(kernel, case, seed=seed)
+        return check_projection(k, case, seed=seed)
     if isinstance(case, _core.NormCase):
-        return check_norm(kernel, case, seed=seed)
+        return check_norm(k, case, seed=seed)
     raise TypeError(f"case={case!r}: expected a kvconf case (attention_cases(), gemm_cases(), ...)")

@@ -12,11 +12,30 @@ import signal
 import threading
 import time
 import weakref
+from types import FrameType, MethodType
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, Sequence, TypedDict, Union, cast
 
 from . import _core
 
-_FORMATS = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16", "float16": "f16",
-            "bf16": "bf16", "bfloat16": "bf16"}
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+# What a kernel's dtype, accumulate and pv_accumulate take: a torch dtype or one of the names of _FORMATS.
+DType = Union[str, "torch.dtype"]
+# The callables: fn(q, k_cache, v_cache, call) -> out (AttentionKernel), fn(x, w) -> y (GemmKernel),
+# fn(x, w, params) -> y (NormKernel).
+AttentionFn = Callable[["Tensor", "Tensor", "Tensor", _core.AttentionCall], "Tensor"]
+GemmFn = Callable[["Tensor", "Tensor"], "Tensor"]
+NormFn = Callable[["Tensor", "Tensor", _core.NormParams], "Tensor"]
+# batch_fn([(q, k_cache, v_cache, call), ...]) -> [out, ...], one per sequence of a batched decode launch.
+BatchItem = tuple["Tensor", "Tensor", "Tensor", _core.AttentionCall]
+BatchFn = Callable[[list[BatchItem]], Sequence["Tensor"]]
+# The kernel object C++ holds, by kind.
+_CoreKernel = Union[_core.AttentionKernel, _core.GemmKernel, _core.NormKernel]
+
+_FORMATS: dict[str, str] = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16",
+                             "float16": "f16", "bf16": "bf16", "bfloat16": "bf16"}
 
 
 class KernelError(Exception):
@@ -28,21 +47,23 @@ class KernelTimeout(KernelError):
     """The callable did not return within the kernel's timeout_s."""
 
 
-def _torch():
+def _torch() -> None:
+    """Imports torch, or raises an ImportError saying why kvconf needs it (callers then `import torch` themselves, so
+    that the type checker sees the module)."""
     try:
-        import torch
+        import torch  # noqa: F401  (importing it is the check)
     except ImportError as e:  # kvconf itself does not need torch; kernels take torch tensors
         raise ImportError("kvconf kernels take torch tensors: install torch (pip install torch)") from e
-    return torch
 
 
 # How the bounds' descriptions name an accumulator.
-_ACC = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+_ACC: dict[str, str] = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 
 
-def format_of(dtype, argument="dtype") -> str:
+def format_of(dtype: DType, argument: str = "dtype") -> str:
     """'f32' | 'f16' | 'bf16' for a torch dtype or one of those names; ValueError naming `argument` otherwise."""
-    torch = _torch()
+    _torch()
+    import torch
     if isinstance(dtype, str):
         if dtype in _FORMATS:
             return _FORMATS[dtype]
@@ -53,8 +74,9 @@ def format_of(dtype, argument="dtype") -> str:
     raise ValueError(f"{argument}={dtype!r}: expected torch.float32, torch.float16 or torch.bfloat16")
 
 
-def dtype_of(fmt: str):
-    torch = _torch()
+def dtype_of(fmt: str) -> torch.dtype:
+    _torch()
+    import torch
     return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[fmt]
 
 
@@ -66,7 +88,14 @@ _broken_cuda: dict[str, tuple[str, str]] = {}
 # What kvconf states for PyTorch's CUDA attention kernels (the TorchCuda/ suites, kernels/black_box.hpp): fast-math
 # exp2f of a rescaled argument (64 fp32 ulps), results below 2^-125 flushed, the scale folded with log2 e.
 # AttentionKernel(fn, dtype=..., device="cuda", **kvconf.CUDA_FAST_MATH). Their RMSNorm: NormKernel(rsqrt_error_ulps=3).
-CUDA_FAST_MATH = {"exp_error_ulps": 64, "flush_exp": True, "exp2_scale": True}
+class FastMath(TypedDict):
+    """AttentionKernel's keyword arguments that state a kernel's exp (CUDA_FAST_MATH's type)."""
+    exp_error_ulps: int
+    flush_exp: bool
+    exp2_scale: bool
+
+
+CUDA_FAST_MATH: FastMath = {"exp_error_ulps": 64, "flush_exp": True, "exp2_scale": True}
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -75,7 +104,7 @@ def _is_cuda_error(e: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _time_limit(seconds, what):
+def _time_limit(seconds: float | None, what: str) -> Iterator[None]:
     """Raises KernelTimeout in the main thread after `seconds` (SIGALRM); elsewhere, or without a limit, no limit.
     SIGALRM's handler runs only when the interpreter regains control, so a call stuck inside C (a CUDA kernel that
     never finishes, waited for in torch.cuda.synchronize) is not interrupted by it. Such a call still running at twice
@@ -85,10 +114,10 @@ def _time_limit(seconds, what):
         yield
         return
 
-    def expired(signum, frame):
+    def expired(signum: int, frame: FrameType | None) -> NoReturn:
         raise KernelTimeout(f"{what}: no result after {seconds:g} s (timeout_s={seconds:g})")
 
-    def last_word():
+    def last_word() -> None:
         os.write(2, f"\nkvconf: {what}: still inside one call after {2 * seconds:g} s (timeout_s={seconds:g}), "
                     f"where the timeout cannot interrupt it; ending the process\n".encode())
 
@@ -109,12 +138,13 @@ def _time_limit(seconds, what):
         signal.signal(signal.SIGALRM, old)
 
 
-def _weak(method):
+def _weak(method: Callable[..., Any]) -> Callable[..., Any]:
     """A callable for C++ to hold that does not keep the kernel alive (C++ holds its runner strongly and Python's
-    collector cannot see through it: a bound method there would be a cycle never freed)."""
-    ref, name = weakref.ref(method.__self__), method.__func__.__name__
+    collector cannot see through it: a bound method there would be a cycle never freed). method: a bound method."""
+    bound = cast(MethodType, method)
+    ref, name = weakref.ref(bound.__self__), bound.__func__.__name__
 
-    def call(*args):
+    def call(*args: Any) -> Any:
         return getattr(ref(), name)(*args)
     return call
 
@@ -123,8 +153,11 @@ class _Kernel:
     """What every kind shares: the callable, its dtype and device, the time limit, the case being checked."""
 
     kind = ""
+    _core: _CoreKernel  # set by each kind's __init__
 
-    def __init__(self, fn, *, dtype, device="cpu", name=None, supports=None, timeout_s=None):
+    def __init__(self, fn: Callable[..., Any], *, dtype: DType, device: str | torch.device = "cpu",
+                 name: str | None = None, supports: Callable[[Any], str | None] | None = None,
+                 timeout_s: float | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"fn={fn!r}: expected a callable")
         if supports is not None and not callable(supports):
@@ -132,7 +165,8 @@ class _Kernel:
         if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0
                                           and math.isfinite(timeout_s)):
             raise ValueError(f"timeout_s={timeout_s!r}: expected None or a positive number of seconds")
-        torch = _torch()
+        _torch()
+        import torch
         self.fn = fn
         self.format = format_of(dtype)
         self.dtype = dtype_of(self.format)
@@ -142,24 +176,28 @@ class _Kernel:
             raise ValueError(f"device={device!r}: expected 'cpu' or 'cuda[:N]' ({e})") from None
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"device={device!r}: expected 'cpu' or 'cuda[:N]'")
-        self.user_name = name or getattr(fn, "__name__", "kernel")
+        self.user_name: str = name or str(getattr(fn, "__name__", "kernel"))
         self.user_supports = supports
         self.timeout_s = timeout_s
         self.case_id = ""  # the case being checked (set by the check functions), for messages
         # Per-call costs on CUDA: host->device copies, the call (synchronised), device->host copy (seconds, summed).
-        self.stats = {"calls": 0, "to_device_s": 0.0, "call_s": 0.0, "to_host_s": 0.0}
+        self.stats: dict[str, float] = {"calls": 0, "to_device_s": 0.0, "call_s": 0.0, "to_host_s": 0.0}
 
     @property
     def name(self) -> str:
         return self._core.name
 
+    def describe_bound(self) -> str:
+        """The bound the kernel's bounded rules charge, in words (each kind states its own)."""
+        raise NotImplementedError
+
     def _where(self) -> str:
         return f"kernel {self.name}" + (f" on case {self.case_id}" if self.case_id else "")
 
-    def _device_reason(self):
+    def _device_reason(self) -> str | None:
         if self.device.type != "cuda":
             return None
-        torch = _torch()
+        import torch
         if not torch.cuda.is_available():
             return (f"device {self.device}: torch.cuda.is_available() is False (no CUDA device or a CPU-only torch "
                     f"{torch.__version__})")
@@ -168,7 +206,7 @@ class _Kernel:
             return f"device {self.device}: only {torch.cuda.device_count()} CUDA device(s)"
         return None
 
-    def _supports(self, call):
+    def _supports(self, call: Any) -> str | None:
         why = self._device_reason()
         if why is None and self.device.type == "cuda":
             self._check_context()  # a user's supports may itself touch the device
@@ -178,7 +216,7 @@ class _Kernel:
                 raise TypeError(f"supports of {self.name} returned {why!r}: expected None or a reason (str)")
         return why
 
-    def _check_context(self):
+    def _check_context(self) -> None:
         """After a CUDA error left this device's context unusable, every later case on it fails saying so (its own
         copies would otherwise raise the same sticky error, naming no case)."""
         key = str(self.device)
@@ -187,7 +225,7 @@ class _Kernel:
             raise KernelError(f"{self._where()}: not run: the CUDA context on {key} is unusable since case {case} "
                               f"failed with: {msg}")
 
-    def _broke_context(self, e) -> bool:
+    def _broke_context(self, e: BaseException) -> bool:
         """Whether `e` is a CUDA error on this kernel's device; if so the context is marked unusable from this case."""
         if self.device.type != "cuda" or not _is_cuda_error(e):
             return False
@@ -195,7 +233,7 @@ class _Kernel:
         return True
 
     @contextlib.contextmanager
-    def _cuda_errors(self, doing):
+    def _cuda_errors(self, doing: str) -> Iterator[None]:
         """A CUDA error while `doing` (kvconf's copies) marks the context unusable and fails this case with it."""
         try:
             yield
@@ -206,13 +244,13 @@ class _Kernel:
                 raise
             raise KernelError(f"{self._where()}: CUDA error while {doing}: {type(e).__name__}: {e}") from e
 
-    def _to_device(self, flat, shape):
+    def _to_device(self, flat: Tensor, shape: Sequence[int]) -> Tensor:
         """kvconf's float32 values (a view of its buffer) as a fresh tensor of the kernel's dtype on its device."""
         t = flat.view(*shape).to(device=self.device, dtype=self.dtype, copy=True)
         return t
 
-    def _invoke(self, args, kwargs, fn=None):
-        torch = _torch()
+    def _invoke(self, args: Sequence[Any], kwargs: dict[str, Any], fn: Callable[..., Any] | None = None) -> Any:
+        import torch
         self._check_context()
         what = self._where()
         cuda = self.device.type == "cuda"
@@ -231,9 +269,10 @@ class _Kernel:
         self.stats["calls"] += 1
         return out
 
-    def _result(self, out, shape, inputs, finite_inputs):
+    def _result(self, out: Any, shape: Sequence[int], inputs: Sequence[tuple[str, Tensor]],
+                finite_inputs: bool) -> Tensor:
         """The callable's output checked and returned as float32 CPU contiguous (read in place by C++)."""
-        torch = _torch()
+        import torch
         what = self._where()
         if not isinstance(out, torch.Tensor):
             raise KernelError(f"{what}: the callable returned {type(out).__name__}, expected a torch.Tensor of shape "
@@ -261,14 +300,15 @@ class _Kernel:
                               f"(shape {tuple(shape)}) from finite inputs")
         return host.flatten()
 
-    def _inputs(self, pairs):
+    def _inputs(self, pairs: Sequence[tuple[str, Tensor, Sequence[int]]]) -> list[tuple[str, Tensor]]:
         """[(name, flat, shape)] -> [(name, device tensor)], timing the copies."""
+        import torch
         self._check_context()
         t0 = time.perf_counter()
         with self._cuda_errors("copying the inputs to the device"):
             ts = [(name, self._to_device(flat, shape)) for name, flat, shape in pairs]
             if self.device.type == "cuda":
-                _torch().cuda.synchronize(self.device)
+                torch.cuda.synchronize(self.device)
         self.stats["to_device_s"] += time.perf_counter() - t0
         return ts
 
@@ -301,9 +341,13 @@ class AttentionKernel(_Kernel):
 
     kind = "attention"
 
-    def __init__(self, fn, *, dtype, device="cpu", name=None, exp_error_ulps=1, flush_exp=True, exp2_scale=False,
-                 cache_invariant=False, deterministic=True, supports=None, timeout_s=None, mirrors="",
-                 accumulate="f32", pv_accumulate=None, batch_fn=None, batch_supports=None):
+    def __init__(self, fn: AttentionFn, *, dtype: DType, device: str | torch.device = "cpu", name: str | None = None,
+                 exp_error_ulps: int = 1, flush_exp: bool = True, exp2_scale: bool = False,
+                 cache_invariant: bool = False, deterministic: bool = True,
+                 supports: Callable[[_core.AttentionCall], str | None] | None = None, timeout_s: float | None = None,
+                 mirrors: str = "", accumulate: DType = "f32", pv_accumulate: DType | None = None,
+                 batch_fn: BatchFn | None = None,
+                 batch_supports: Callable[[list[_core.AttentionCall]], str | None] | None = None) -> None:
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         if batch_fn is not None and not callable(batch_fn):
             raise TypeError(f"batch_fn={batch_fn!r}: expected None or a callable taking a list of (q, k_cache, "
@@ -313,7 +357,8 @@ class AttentionKernel(_Kernel):
             raise TypeError(f"batch_supports={batch_supports!r}: expected None, or a callable taking the list of "
                             f"calls of a batched launch (and a batch_fn to launch it)")
         self.batch_supports = batch_supports
-        if not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool) or not 0 <= exp_error_ulps <= 1 << 20:
+        if (not isinstance(exp_error_ulps, int) or isinstance(exp_error_ulps, bool)
+                or not 0 <= exp_error_ulps <= 1 << 20):
             raise ValueError(f"exp_error_ulps={exp_error_ulps!r}: expected an int from 0 to 1048576")
         self.exp_error_ulps = exp_error_ulps
         self.flush_exp = bool(flush_exp)
@@ -323,10 +368,10 @@ class AttentionKernel(_Kernel):
         self.cache_invariant = bool(cache_invariant)
         self.accumulate = format_of(accumulate, "accumulate")
         self.pv_accumulate = self.accumulate if pv_accumulate is None else format_of(pv_accumulate, "pv_accumulate")
-        self._core = _core.AttentionKernel(
-            self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant, bool(deterministic),
-            max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0, mirrors,
-            self.accumulate, self.pv_accumulate, exp2_scale,
+        self._core: _core.AttentionKernel = _core.AttentionKernel(
+            self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant,
+            bool(deterministic), max(exp_error_ulps, 1) * 2.0**-23, _core.EXP_FLUSH_ABS_ERROR if flush_exp else 0.0,
+            mirrors, self.accumulate, self.pv_accumulate, exp2_scale,
             _weak(self._run_batch) if batch_fn is not None else None,
             _weak(self._batch_supports) if batch_supports is not None else None)
 
@@ -339,9 +384,10 @@ class AttentionKernel(_Kernel):
                 + (", P rounded to the input format before PV" if self.format != "f32" else "")
                 + f", one rounding to {self.format}")
 
-    def _call_inputs(self, call, q, k_cache, v_cache):
+    def _call_inputs(self, call: _core.AttentionCall, q: Tensor, k_cache: Tensor,
+                     v_cache: Tensor) -> tuple[list[tuple[str, Tensor]], bool]:
         """One call's inputs on the kernel's device, and whether its caches were finite (NaN poison excepted)."""
-        torch = _torch()
+        import torch
         cap = call.capacity
         finite = bool(torch.isfinite(k_cache).all()) and bool(torch.isfinite(v_cache).all())
         ins = self._inputs([("q", q, (call.n_q, call.n_heads, call.d)),
@@ -349,25 +395,29 @@ class AttentionKernel(_Kernel):
                             ("v_cache", v_cache, (cap, call.n_kv_heads, call.d_v))])
         return ins, finite
 
-    def _run(self, call, q, k_cache, v_cache):
+    def _run(self, call: _core.AttentionCall, q: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
         ins, finite = self._call_inputs(call, q, k_cache, v_cache)
         out = self._invoke([t for _, t in ins] + [call], {})
         return self._result(out, (call.n_q, call.n_heads, call.d_v), ins, finite)
 
-    def _batch_supports(self, calls):
+    def _batch_supports(self, calls: Sequence[_core.AttentionCall]) -> str | None:
+        assert self.batch_supports is not None  # C++ is handed this method only with a batch_supports
         why = self.batch_supports(list(calls))
         if why is not None and not isinstance(why, str):
             raise TypeError(f"batch_supports of {self.name} returned {why!r}: expected None or a reason (str)")
         return why
 
-    def _run_batch(self, items):
+    def _run_batch(self, items: Sequence[tuple[_core.AttentionCall, Tensor, Tensor, Tensor]]) -> list[Tensor]:
         """[(call, q, k_cache, v_cache)] as kvconf's float32 views -> [float32 CPU output], through batch_fn."""
-        batch, inputs, finite = [], [], []
+        batch: list[BatchItem] = []
+        inputs: list[list[tuple[str, Tensor]]] = []
+        finite: list[bool] = []
         for call, q, k_cache, v_cache in items:
             ins, fin = self._call_inputs(call, q, k_cache, v_cache)
             inputs.append(ins)
             finite.append(fin)
-            batch.append(tuple(t for _, t in ins) + (call,))
+            (_, q_d), (_, k_d), (_, v_d) = ins
+            batch.append((q_d, k_d, v_d, call))
         outs = self._invoke([batch], {}, fn=self.batch_fn)
         if not isinstance(outs, (list, tuple)) or len(outs) != len(items):
             got = f"{type(outs).__name__} of {len(outs)}" if isinstance(outs, (list, tuple)) else type(outs).__name__
@@ -385,19 +435,22 @@ class GemmKernel(_Kernel):
 
     kind = "gemm"
 
-    def __init__(self, fn, *, dtype, device="cpu", name=None, cache_invariant=False, deterministic=True,
-                 supports=None, timeout_s=None, mirrors="", accumulate="f32"):
+    def __init__(self, fn: GemmFn, *, dtype: DType, device: str | torch.device = "cpu", name: str | None = None,
+                 cache_invariant: bool = False, deterministic: bool = True,
+                 supports: Callable[[_core.GemmShape], str | None] | None = None, timeout_s: float | None = None,
+                 mirrors: str = "", accumulate: DType = "f32") -> None:
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         self.cache_invariant = bool(cache_invariant)
         self.accumulate = format_of(accumulate, "accumulate")
-        self._core = _core.GemmKernel(self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant,
-                                      bool(deterministic), mirrors, self.accumulate)
+        self._core: _core.GemmKernel = _core.GemmKernel(
+            self.user_name, self.format, _weak(self._run), _weak(self._supports), self.cache_invariant,
+            bool(deterministic), mirrors, self.accumulate)
 
     def describe_bound(self) -> str:
         return (f"black-box GEMM bound: products and sums in {_ACC[self.accumulate]} in any order, one rounding to "
                 f"{self.format}")
 
-    def _run(self, shape, x, w):
+    def _run(self, shape: _core.GemmShape, x: Tensor, w: Tensor) -> Tensor:
         ins = self._inputs([("x", x, (shape.m, shape.k)), ("w", w, (shape.n, shape.k))])
         out = self._invoke([t for _, t in ins], {})
         return self._result(out, (shape.m, shape.n), ins, True)
@@ -411,21 +464,23 @@ class NormKernel(_Kernel):
 
     kind = "norm"
 
-    def __init__(self, fn, *, dtype, device="cpu", name=None, rsqrt_error_ulps=2, deterministic=True,
-                 supports=None, timeout_s=None, mirrors=""):
+    def __init__(self, fn: NormFn, *, dtype: DType, device: str | torch.device = "cpu", name: str | None = None,
+                 rsqrt_error_ulps: float = 2, deterministic: bool = True,
+                 supports: Callable[[_core.NormShape], str | None] | None = None, timeout_s: float | None = None,
+                 mirrors: str = "") -> None:
         super().__init__(fn, dtype=dtype, device=device, name=name, supports=supports, timeout_s=timeout_s)
         if not isinstance(rsqrt_error_ulps, (int, float)) or not 0 < rsqrt_error_ulps < 1 << 20:
             raise ValueError(f"rsqrt_error_ulps={rsqrt_error_ulps!r}: expected a number > 0")
         self.rsqrt_error_ulps = rsqrt_error_ulps
         rel = _core.RSQRT_TWO_ROUNDINGS_REL_ERROR if rsqrt_error_ulps == 2 else rsqrt_error_ulps * 2.0**-23
-        self._core = _core.NormKernel(self.user_name, self.format, _weak(self._run), _weak(self._supports), bool(deterministic), rel,
-                                      mirrors)
+        self._core: _core.NormKernel = _core.NormKernel(
+            self.user_name, self.format, _weak(self._run), _weak(self._supports), bool(deterministic), rel, mirrors)
 
     def describe_bound(self) -> str:
         return (f"black-box RMSNorm bound: Σx² in fp32 in any order, rsqrt within {self.rsqrt_error_ulps} fp32 ulp, "
                 f"the rest of HF's RMSNorm in fp32, rounding to {self.format}")
 
-    def _run(self, shape, params, x, w):
+    def _run(self, shape: _core.NormShape, params: _core.NormParams, x: Tensor, w: Tensor) -> Tensor:
         ins = self._inputs([("x", x, (shape.rows, shape.d)), ("w", w, (shape.d,))])
         out = self._invoke([t for _, t in ins] + [params], {})
         return self._result(out, (shape.rows, shape.d), ins, True)

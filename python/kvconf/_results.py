@@ -6,6 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TYPE_CHECKING, Iterable, Union
+
+from . import _core
+
+if TYPE_CHECKING:
+    from ._kernel import _Kernel
+
+# A case of any kind (kvconf.attention_cases(), gemm_cases(), projection_cases(), norm_cases()).
+Case = Union[_core.AttentionCase, _core.GemmCase, _core.ProjectionCase, _core.NormCase]
 
 
 class CheckFailed(AssertionError):
@@ -25,7 +34,7 @@ class Result:
     detail: str      # the worst element, the values on both sides, the paths each side took
 
     @property
-    def reference_error(self):
+    def reference_error(self) -> float | None:
         """The naive same-precision reference's error (two_sided only), else None."""
         m = re.search(r"\berror=([-+0-9.eE]+|inf|nan)", self.detail) if self.rule == "two_sided" else None
         return float(m.group(1)) if m else None
@@ -35,10 +44,11 @@ class Result:
                 f"headroom={self.headroom:.4g} seed={self.seed}")
 
 
-class Report(list):
+class Report(list[Result]):
     """The Results of one kernel on one case, in rule order; `skipped` is the kernel's reason when it declined."""
 
-    def __init__(self, kernel, case, results=(), skipped=None, reproduce=""):
+    def __init__(self, kernel: _Kernel, case: Case, results: Iterable[Result] = (), skipped: str | None = None,
+                 reproduce: str = "") -> None:
         super().__init__(results)
         self.kernel = kernel  # the kvconf kernel object (AttentionKernel, GemmKernel, NormKernel)
         self.case_id = case.id
@@ -50,10 +60,10 @@ class Report(list):
         return self.skipped is None and len(self) > 0 and all(r.passed for r in self)
 
     @property
-    def failures(self):
+    def failures(self) -> list[Result]:
         return [r for r in self if not r.passed]
 
-    def rule(self, name):
+    def rule(self, name: str) -> Result:
         """The result of one rule ("on_off_bound", "chunked_bound.chunk1", ...); KeyError naming the rules there."""
         for r in self:
             if r.rule == name:
@@ -82,7 +92,7 @@ class Report(list):
             lines.append(f"  reproduce: {self.reproduce}")
         return "\n".join(lines)
 
-    def assert_pass(self):
+    def assert_pass(self) -> Report:
         """Raises CheckFailed with message() unless every rule passed (a skipped report raises too)."""
         if not self.passed:
             raise CheckFailed(self.message())

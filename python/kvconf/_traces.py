@@ -6,13 +6,20 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
+from typing import Any, Union
 
 from . import _core
 from ._results import Result
 
+# A file or folder name: a str or a path object (pathlib.Path, os.PathLike).
+PathArg = Union[str, "os.PathLike[str]"]
+
 
 class TraceCheck:
-    def __init__(self, records, out):
+    """What check_traces found: the pairs' records, their rules as Results, and the results folder."""
+
+    def __init__(self, records: list[dict[str, Any]], out: str) -> None:
         self.records = records  # the RunPairRecord JSON of each pair (kvconf.run_pair schema)
         self.out = out
         self.results = [Result(r["rule"], bool(r["pass"]), _num(r["error"]), _num(r["bound"]), _num(r["headroom"]),
@@ -24,24 +31,26 @@ class TraceCheck:
     def passed(self) -> bool:
         return bool(self.results) and all(r.passed for r in self.results)
 
-    def __repr__(self):
-        return f"TraceCheck(pairs={len(self.records)}, rules={len(self.results)}, passed={self.passed}, out={self.out!r})"
+    def __repr__(self) -> str:
+        return (f"TraceCheck(pairs={len(self.records)}, rules={len(self.results)}, passed={self.passed}, "
+                f"out={self.out!r})")
 
 
-def _num(v):
+def _num(v: float | str) -> float:
     return float(v)  # a number, or "inf", "-inf", "nan" (JSON has no infinities; records.hpp json_number)
 
 
-def check_traces(on, off, model=None, *, out=None, resume=False, expect_bitwise=False):
+def check_traces(on: PathArg, off: PathArg, model: PathArg | None = None, *, out: PathArg | None = None,
+                 resume: bool = False, expect_bitwise: bool = False) -> TraceCheck:
     """Checks the pair (on: the cache-ON trace or a scenario's "scenario" side, off: the cache-OFF trace or the
     "reference" side; docs/SCENARIOS.md). model: the checkpoint for kvconf's fp32 replay (FlipsAreNearTies'
     reference), or None. out: the results folder (default: a new temporary one). expect_bitwise: the engine claims
     determinism, every step must be bitwise equal (`kvconf check --expect-bitwise`). ValueError names the file and
     field of a bad trace."""
     for name, p in (("on", on), ("off", off)):
-        if not os.path.isfile(os.fspath(p)):
-            raise FileNotFoundError(f"{name}={os.fspath(p)!r}: no such trace file")
-    out = os.fspath(out) if out is not None else tempfile.mkdtemp(prefix="kvconf-check-")
-    recs = _core.check_traces(os.fspath(on), os.fspath(off), os.fspath(model) if model else "", out, bool(resume),
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{name}={str(Path(p))!r}: no such trace file")
+    folder = str(Path(out)) if out is not None else tempfile.mkdtemp(prefix="kvconf-check-")
+    recs = _core.check_traces(str(Path(on)), str(Path(off)), str(Path(model)) if model else "", folder, bool(resume),
                               bool(expect_bitwise))
-    return TraceCheck([json.loads(r) for r in recs], out)
+    return TraceCheck([json.loads(r) for r in recs], folder)

@@ -22,16 +22,28 @@ out (B, H, d_v).
 
 from __future__ import annotations
 
-from ._kernel import _torch
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from . import _core
+from ._kernel import AttentionFn, BatchFn, BatchItem, _torch
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 SPARE_PAGES = 2  # physical pages no sequence owns, full of NaN
 
+# fn(q, k_pages, v_pages, block_table, call) -> out, and the batched step(q, k_pages, v_pages, block_tables, seq_lens,
+# calls) -> out (the module's docstring).
+PagedFn = Callable[["Tensor", "Tensor", "Tensor", "Tensor", _core.AttentionCall], "Tensor"]
+PagedBatchFn = Callable[["Tensor", "Tensor", "Tensor", "Tensor", "Tensor", list[_core.AttentionCall]], "Tensor"]
 
-def _cycle(n, g):
+
+def _cycle(n: int, g: torch.Generator) -> list[int]:
     """A random permutation of range(n), n >= 2, that is one cycle (Sattolo's algorithm, drawn from generator g): a
     bijection with no fixed point, so no page is where it would be without the table and a kernel that ignores the
     block table reads a wrong page for every logical page."""
-    torch = _torch()
+    import torch
     order = list(range(n))
     for i in range(n - 1, 0, -1):
         j = int(torch.randint(0, i, (1,), generator=g))
@@ -39,7 +51,7 @@ def _cycle(n, g):
     return order
 
 
-def pool_of(caches, page_size, seed=0):
+def pool_of(caches: Sequence[tuple[Tensor, Tensor]], page_size: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
     """One page pool for several contiguous caches [(k_cache, v_cache)], each (capacity_b, H_kv, dim): their pages in
     a shuffled physical order (one cycle, seeded by `seed` and the page count), NaN past each capacity and in
     SPARE_PAGES spare pages. Returns (k_pages, v_pages, block_tables): k_pages (n + SPARE_PAGES, page_size, H_kv, d)
@@ -55,7 +67,8 @@ def pool_of(caches, page_size, seed=0):
       - nothing else finite: every other row of the pool (past each capacity, the spare pages) is NaN, and the table
         entries past a sequence's pages point at a spare page;
       - reproducible: the same caches, page_size and seed give the same pool and tables."""
-    torch = _torch()
+    _torch()
+    import torch
     counts = [-(-k.shape[0] // page_size) for k, _ in caches]
     logical = sum(counts)
     physical = logical + SPARE_PAGES
@@ -68,7 +81,7 @@ def pool_of(caches, page_size, seed=0):
         first += n
     device = caches[0][0].device
 
-    def scatter(side):  # -> (physical, page_size, H_kv, dim)
+    def scatter(side: int) -> Tensor:  # -> (physical, page_size, H_kv, dim)
         c0 = caches[0][side]
         pages = torch.full((physical, page_size) + tuple(c0.shape[1:]), float("nan"), dtype=c0.dtype, device=device)
         for b, n in enumerate(counts):
@@ -80,16 +93,16 @@ def pool_of(caches, page_size, seed=0):
     return scatter(0), scatter(1), tables.to(device)
 
 
-def pages_of(k_cache, v_cache, page_size, seed=0):
+def pages_of(k_cache: Tensor, v_cache: Tensor, page_size: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
     """(k_pages, v_pages, block_table) for one contiguous cache (capacity, H_kv, dim) (pool_of of one sequence, with its
     promises): block_table (ceil(capacity / page_size),) int32, block_table[j] != j for every page j."""
     k_pages, v_pages, tables = pool_of([(k_cache, v_cache)], page_size, seed)
     return k_pages, v_pages, tables[0]
 
 
-def _nan_from_finite(out, rows, what):
+def _nan_from_finite(out: Any, rows: Sequence[Tensor], what: str) -> None:
     """A ValueError naming a read outside the pages when `out` holds NaN although every row it may read is finite."""
-    torch = _torch()
+    import torch
     if isinstance(out, torch.Tensor) and bool(torch.isnan(out).any()) and all(bool(torch.isfinite(r).all())
                                                                                for r in rows):
         raise ValueError(f"NaN in the output while the rows it may read are finite: it read a page its "
@@ -97,18 +110,18 @@ def _nan_from_finite(out, rows, what):
                          f"past the cache with NaN)")
 
 
-def _check(fn, page_size, form):
+def _check(fn: object, page_size: int, form: str) -> None:
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 4096:
         raise ValueError(f"page_size={page_size!r}: expected an int from 1 to 4096")
     if not callable(fn):
         raise TypeError(f"fn={fn!r}: expected a callable {form}")
 
 
-def paged(fn, page_size=16, seed=0):
+def paged(fn: PagedFn, page_size: int = 16, seed: int = 0) -> AttentionFn:
     """An attention callable of AttentionKernel's form around fn(q, k_pages, v_pages, block_table, call)."""
     _check(fn, page_size, "fn(q, k_pages, v_pages, block_table, call)")
 
-    def attention(q, k_cache, v_cache, call):
+    def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, call: _core.AttentionCall) -> Tensor:
         k_pages, v_pages, block_table = pages_of(k_cache, v_cache, page_size, seed)
         out = fn(q, k_pages, v_pages, block_table, call)
         _nan_from_finite(out, [q, k_cache[:call.n_kv], v_cache[:call.n_kv]], "block_table")
@@ -117,13 +130,13 @@ def paged(fn, page_size=16, seed=0):
     return attention
 
 
-def paged_batch(fn, page_size=16, seed=0):
+def paged_batch(fn: PagedBatchFn, page_size: int = 16, seed: int = 0) -> BatchFn:
     """A batch_fn of AttentionKernel's form around fn(q, k_pages, v_pages, block_tables, seq_lens, calls): the
     sequences' caches in one shared pool, their decode rows stacked."""
     _check(fn, page_size, "fn(q, k_pages, v_pages, block_tables, seq_lens, calls)")
 
-    def step(batch):
-        torch = _torch()
+    def step(batch: list[BatchItem]) -> list[Tensor]:
+        import torch
         k_pages, v_pages, tables = pool_of([(kc, vc) for _, kc, vc, _ in batch], page_size, seed)
         calls = [call for *_, call in batch]
         q = torch.cat([q for q, *_ in batch])                                        # (B, H, d)

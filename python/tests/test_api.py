@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import kvconf
+import kvconf.pytest
 
 
 def test_version_is_the_cxx_version():
@@ -27,8 +28,21 @@ def test_sets_nest_and_ids_resolve():
     assert {11008, 2304, 14336} <= ks
     with pytest.raises(KeyError, match="no attention case 'nope'"):
         kvconf.attention_case("nope")
-    with pytest.raises(ValueError, match="set='fast'"):
+    with pytest.raises(ValueError, match="case_set='fast'"):
         kvconf.attention_cases("fast")
+
+
+def test_set_is_a_deprecated_keyword_for_case_set():
+    """docs/PYTHON.md named the case functions' argument set= before case_set= (the builtin's name): still taken, with a
+    DeprecationWarning, by the case functions and the pytest decorators."""
+    with pytest.warns(DeprecationWarning, match=r"attention_cases\(set=...\) is deprecated"):
+        old = kvconf.attention_cases(set="default")
+    assert [c.id for c in old] == [c.id for c in kvconf.attention_cases(case_set="default")]
+    with pytest.warns(DeprecationWarning, match=r"use gemm_cases\(case_set=...\)"):
+        mark = kvconf.pytest.gemm_cases(set="full")
+    assert mark.kwargs == {"kind": "gemm", "case_set": "full"}
+    with pytest.raises(TypeError, match="give it once"):
+        kvconf.norm_cases("quick", set="full")
 
 
 def fnv1a(text):

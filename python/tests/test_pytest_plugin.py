@@ -23,7 +23,7 @@ TEST = textwrap.dedent('''
     def test_good(kvconf_case, kvconf_verify):
         kvconf_verify(GOOD, kvconf_case)
 
-    @kvconf.pytest.attention_cases(set="quick")
+    @kvconf.pytest.attention_cases(case_set="quick")
     def test_bad(kvconf_case, kvconf_verify):
         kvconf_verify(BAD, kvconf_case, rules=["on_off"])
 ''')
@@ -70,7 +70,7 @@ def test_set_option_and_bad_seed(tmp_path):
     p, _ = run_pytest(tmp_path, "-k", "test_good", "--kvconf-set", "default", "--collect-only")
     n = len(kvconf.attention_cases("default"))
     assert p.returncode == 0 and f"{n}/{len(kvconf.attention_cases('quick')) + n} tests collected" in p.stdout, \
-        p.stdout  # test_good over the default set; test_bad keeps its set="quick"
+        p.stdout  # test_good over the default set; test_bad keeps its case_set="quick"
     (tmp_path / "test_user.py").write_text(TEST)
     q = subprocess.run([sys.executable, "-m", "pytest", "-p", "kvconf.pytest_plugin", "--kvconf-seed", "x",
                         str(tmp_path / "test_user.py")], capture_output=True, text=True, timeout=300)

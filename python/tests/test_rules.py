@@ -120,8 +120,8 @@ def fp16_pv_attention(q, k_cache, v_cache, call):
     acc = torch.zeros(heads, n_q, v.shape[-1], dtype=torch.float16)        # (H, n_q, d_v)
     for j in range(call.n_kv):
         acc = (acc.float() + p[:, :, j:j + 1] * v[:, j:j + 1].float()).half()
-    l = p.sum(-1, keepdim=True)
-    o = torch.where(l > 0, acc.float() / l.clamp_min(1e-30), torch.zeros(()))
+    row_sum = p.sum(-1, keepdim=True)
+    o = torch.where(row_sum > 0, acc.float() / row_sum.clamp_min(1e-30), torch.zeros(()))
     return o.transpose(0, 1).to(q.dtype).contiguous()                      # (n_q, H, d_v)
 
 

@@ -21,7 +21,8 @@ def test_check_traces_equals_kvconf_check(tmp_path):
     subprocess.run([exe, "check", "--on", on, "--off", off, "--out", str(tmp_path / "cli")], check=True,
                    capture_output=True, timeout=300)
     cli = [json.loads(line) for line in (tmp_path / "cli" / "pairs.jsonl").read_text().splitlines()]
-    strip = lambda rec: {k: v for k, v in rec.items() if k != "seconds"}
+    def strip(rec):
+        return {k: v for k, v in rec.items() if k != "seconds"}
     assert [strip(x) for x in r.records] == [strip(x) for x in cli]
     again = kvconf.check_traces(on, off, out=tmp_path / "py", resume=True)
     assert [strip(x) for x in again.records] == [strip(x) for x in r.records]
