@@ -7,6 +7,7 @@
 #include <string>
 
 #include "forward.hpp"
+#include "kv_store.hpp"
 #include "kvconf/kernels/gpu.hpp"
 
 namespace kvconf::engine {

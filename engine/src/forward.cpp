@@ -9,15 +9,20 @@
 // - GQA: q head h reads kv head h / (n_heads / n_kv_heads) (repeat_kv), inside the attention kernels.
 // - The final norm runs over every row of the call, as HF's model.norm does; the LM head runs on the last row only
 //   (generate() passes logits_to_keep = 1 in current transformers), with M = 1 in both paths.
+// The model reads top to bottom in ModelPass::run() and ModelPass::layer(), step by step as llama2.c's forward();
+// what is not the model sits behind named seams that the steps call: the rows of a batched call (RowBatch,
+// forward_rows.hpp), where K and V go and in which precision (KvStore, kv_store.hpp: the cache writes, the fp32 K/V
+// remedy, the device mirrors), the model's variation points (ForwardHooks, forward_hooks.hpp) and the experiments'
+// captures and patches (ForwardObserver, forward_observer.hpp).
 #include "forward.hpp"
 
 #include <algorithm>
 #include <stdexcept>
-#include <string>
 
+#include "forward_observer.hpp"
+#include "forward_rows.hpp"
+#include "kv_store.hpp"
 #include "kvconf/engine/attention_call.hpp"
-#include "kvconf/engine/error.hpp"
-#include "kvconf/kernels/gpu.hpp"
 #include "ops.hpp"
 
 namespace kvconf::engine {
@@ -26,19 +31,6 @@ namespace {
 using Vec = std::vector<float>;
 
 // y: (m, n) = x: (m, k) · wᵀ, w: (n, k).
-// Op patching (ForwardOptions::op_patches): the last row of `t` (n rows) becomes the patch's row.
-void patch_op(const ForwardOptions& o, std::size_t l, OpStage s, Vec& t, std::size_t n) {
-  for (const OpPatch& p : o.op_patches) {
-    if (p.layer != l || p.stage != s) continue;
-    const std::size_t width = t.size() / n;
-    if (p.row.size() != width)
-      throw std::invalid_argument("kvconf::engine: op patch " + std::string(op_stage_name(s)) + " of layer " +
-                                  std::to_string(l) + " has " + std::to_string(p.row.size()) + " values (expected " +
-                                  std::to_string(width) + ")");
-    std::copy(p.row.begin(), p.row.end(), t.begin() + static_cast<std::ptrdiff_t>((n - 1) * width));
-  }
-}
-
 Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<const float> w, std::size_t m,
            std::size_t n, std::size_t k) {
   Vec y(m * n);
@@ -46,212 +38,201 @@ Vec linear(const kernels::GemmKernel& g, std::span<const float> x, std::span<con
   return y;
 }
 
-// y: (rows, d) = RMSNorm(x: (rows, d)) with weight w: (d).
-Vec rms_norm(const ModelConfig& c, const kernels::NormKernel& nk, std::span<const float> x, std::span<const float> w,
-             std::size_t rows, const ForwardHooks& hooks) {
-  Vec y(rows * c.hidden);
+// One forward call of the model over the rows of a RowBatch (n rows, D = hidden).
+class ModelPass {
+ public:
+  ModelPass(const Model& m, const ProfileKernels& k, const ForwardCall& call, const RowBatch& batch, const KvStore& kv,
+            ForwardObserver& observer)
+      : m_(m),
+        c_(m.config),
+        f_(m.storage),
+        D_(m.config.hidden),
+        n_(batch.rows()),
+        k_(k),
+        call_(call),
+        hooks_(*call.hooks),
+        batch_(batch),
+        kv_(kv),
+        observer_(observer) {}
+
+  std::vector<Vec> run();
+
+ private:
+  Vec embed() const;
+  Vec layer(std::size_t l, Vec x);
+  Vec attention(std::size_t l, const Vec& q) const;
+  std::vector<Vec> classifier(const Vec& x) const;
+
+  // The ops, over all n rows, in the model's format f_.
+  Vec rmsnorm(const Vec& x, std::span<const float> w) const;
+  Vec matmul(const kernels::GemmKernel& g, const Vec& x, std::span<const float> w, std::size_t out) const;
+  Vec rope(const Vec& t, std::size_t heads, Format f) const;
+  Vec activation(const Vec& gate) const;
+  Vec add(const Vec& a, const Vec& b) const;
+  Vec mul(const Vec& a, const Vec& b) const;
+  // Op s of layer l has computed t: the observer's point (op patching), before any later op reads t.
+  Vec tap(std::size_t l, OpStage s, Vec t) const {
+    observer_.op(l, s, t);
+    return t;
+  }
+
+  const Model& m_;
+  const ModelConfig& c_;
+  const Format f_;
+  const std::size_t D_, n_;
+  const ProfileKernels& k_;
+  const ForwardCall& call_;
+  const ForwardHooks& hooks_;
+  const RowBatch& batch_;
+  const KvStore& kv_;
+  ForwardObserver& observer_;
+};
+
+// The model (llama2.c forward()): the token embeddings, each decoder layer in turn, then the final norm and the
+// classifier. The call's n tokens -> the logits of each sequence's last row: (sequences, vocab).
+std::vector<Vec> ModelPass::run() {
+  Vec x = embed();  // (n, D)
+  observer_.hidden(x);
+  for (std::size_t l = 0; l < c_.n_layers; ++l) {
+    x = layer(l, std::move(x));
+    observer_.hidden(x);
+  }
+  KvStore::commit(batch_);  // each cache holds its sequence's rows from here on
+  return classifier(x);
+}
+
+// One decoder layer, x: (n, D) -> (n, D). Attention: rmsnorm, the q/k/v projections, RoPE, the cache write,
+// attention over the cache, the output projection, the residual. FFN: rmsnorm, gate (w1) and up (w3), act(gate)·up,
+// down (w2), the residual. Gemma-2 norms o and down before their residuals. `a` holds every value under
+// LayerTrace's names (context.hpp), for the observer.
+Vec ModelPass::layer(std::size_t l, Vec x) {
+  const LayerWeights& w = m_.layers[l];
+  const kernels::GemmKernel& gemm = *k_.gemm;
+  const std::size_t qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate;
+  LayerTrace a;  // the layer's activations
+
+  // Attention.
+  a.attn_in = tap(l, OpStage::attn_in, rmsnorm(x, w.attn_norm));                    // (n, D)
+  a.q = matmul(gemm, a.attn_in, w.wq, qd);                                          // (n, H·d)
+  a.k = matmul(kv_.gemm(), a.attn_in, w.wk, kvd);                                   // (n, KV·d)
+  a.v = matmul(kv_.gemm(), a.attn_in, w.wv, kvd);                                   // (n, KV·d)
+  a.q_rope = tap(l, OpStage::q_rope, rope(a.q, c_.n_heads, f_));                    // (n, H·d)
+  a.k_rope = tap(l, OpStage::k_rope, rope(a.k, c_.n_kv_heads, kv_.rope_format()));  // (n, KV·d)
+  const Vec v = tap(l, OpStage::v, a.v);                                            // (n, KV·d)
+  kv_.store(batch_, l, a.k_rope, v);                                                // into each sequence's cache
+  a.attn = tap(l, OpStage::attn, attention(l, a.q_rope));                           // (n, H·d) over the cache
+  a.o = tap(l, OpStage::o, matmul(gemm, a.attn, w.wo, D_));                         // (n, D)
+  if (c_.post_norms) a.o_normed = rmsnorm(a.o, w.post_attn_norm);
+  a.h_mid = add(x, c_.post_norms ? a.o_normed : a.o);  // the residual
+
+  // The feed-forward network.
+  a.mlp_in = tap(l, OpStage::mlp_in, rmsnorm(a.h_mid, w.mlp_norm));    // (n, D)
+  a.gate = matmul(gemm, a.mlp_in, w.w_gate, I);                        // (n, I)
+  a.up = matmul(gemm, a.mlp_in, w.w_up, I);                            // (n, I)
+  a.act = activation(a.gate);                                          // silu (Gemma-2: gelu_tanh)
+  a.prod = mul(a.act, a.up);                                           // (n, I)
+  a.down = tap(l, OpStage::down, matmul(gemm, a.prod, w.w_down, D_));  // (n, D)
+  if (c_.post_norms) a.down_normed = rmsnorm(a.down, w.post_mlp_norm);
+  Vec out = add(a.h_mid, c_.post_norms ? a.down_normed : a.down);  // the residual
+  observer_.residual(l, out);                                      // activation patching
+
+  a.x_in = std::move(x);
+  a.x_out = out;
+  observer_.layer(l, std::move(a));
+  return out;
+}
+
+// x: (n, D), each row its token's embedding (Gemma-2: · fl(√hidden) in the model's format).
+Vec ModelPass::embed() const {
+  const std::span<const int> tokens = batch_.tokens();
+  Vec x(n_ * D_);
+  for (std::size_t r = 0; r < n_; ++r)
+    std::copy_n(m_.embed.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(tokens[r]) * D_), D_,
+                x.begin() + static_cast<std::ptrdiff_t>(r * D_));
+  if (c_.scale_embeddings) ops::scale(f_, x, hooks_.embed_scale(c_, f_));
+  return x;
+}
+
+// Each sequence's queries over its own cache (its rows just stored included): q: (n, H·d) -> (n, H·d). The
+// profile's decode kernel for one row, its prefill kernel otherwise; the hooks may change the call and the run.
+Vec ModelPass::attention(std::size_t l, const Vec& q) const {
+  static const BatchAttention plain_attention;  // the hooks' attention over the sequence's own rows
+  const BatchAttention& attend = call_.batch_attention ? *call_.batch_attention : plain_attention;
+  return batch_.per_sequence(q, c_.q_dim(), [&](const SeqRows& s, const Vec& q_s, Vec& out_s) {
+    kernels::AttentionCall a = layer_attention_call(c_, l, s.n, s.pos0, s.cache->capacity);
+    a.batch = batch_.sequences();  // one launch over the batch's sequences (FA2's split heuristic counts them)
+    hooks_.attention_call(a, c_, call_.cached_path, call_.cached_path && s.n == 1);
+    const kernels::AttentionKernel& ak = (s.n == 1) ? *k_.attn_decode : *k_.attn_prefill;
+    attend.run(hooks_, ak, a, q_s, s.cache->k[l], s.cache->v[l], out_s, s.decode, batch_.longest());
+  });
+}
+
+// The final norm over every row, the LM head over each sequence's last row, M = sequences: x: (n, D) ->
+// (sequences, vocab); Gemma-2's final softcap.
+std::vector<Vec> ModelPass::classifier(const Vec& x) const {
+  const Vec normed = rmsnorm(x, m_.final_norm);   // (n, D)
+  const Vec last = batch_.last_rows(normed, D_);  // (sequences, D)
+  batch_.keep_final_normed(last, D_);             // each sequence's trace
+  std::vector<Vec> logits = RowBatch::split(linear(*k_.gemm, last, m_.head(), batch_.sequences(), c_.vocab, D_),
+                                            c_.vocab);  // (sequences) × (vocab)
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (hooks_.final_softcap(c_, batch_.seqs()[i].decode))
+      ops::softcap(f_, logits[i], static_cast<float>(c_.final_softcap));
+  return logits;
+}
+
+// y: (n, D) = RMSNorm(x: (n, D)) with weight w: (D).
+Vec ModelPass::rmsnorm(const Vec& x, std::span<const float> w) const {
+  Vec y(n_ * D_);
   kernels::NormParams p;
-  p.eps = hooks.norm_eps(c);
-  p.one_plus_weight = c.norm_one_plus_weight;
-  nk.run(kernels::NormShape{rows, c.hidden}, p, x, w, y);
+  p.eps = hooks_.norm_eps(c_);
+  p.one_plus_weight = c_.norm_one_plus_weight;
+  k_.norm->run(kernels::NormShape{n_, D_}, p, x, w, y);
   return y;
 }
 
-// gpu: the profile runs CUDA attention, whose device mirrors of the old buffers must go before they are freed.
-void grow(KvCache& cache, std::size_t rows, bool gpu) {
-  if (rows <= cache.capacity) return;
-  std::size_t cap = std::max<std::size_t>(cache.capacity, 1);
-  while (cap < rows) cap *= 2;
-  if (gpu) forget_device_kv(cache);
-  for (auto* side : {&cache.k, &cache.v})
-    for (Vec& layer : *side) layer.resize(cap * cache.kv_dim, 0.0f);
-  cache.capacity = cap;
+// (n, in) · wᵀ, w: (out, in) -> (n, out).
+Vec ModelPass::matmul(const kernels::GemmKernel& g, const Vec& x, std::span<const float> w, std::size_t out) const {
+  return linear(g, x, w, n_, out, x.size() / n_);
+}
+
+// t: (n, heads, d) rotated at the rows' positions, in format f.
+Vec ModelPass::rope(const Vec& t, std::size_t heads, Format f) const {
+  Vec r = t;
+  ops::rope(f, c_, r, heads, batch_.positions());
+  return r;
+}
+
+Vec ModelPass::activation(const Vec& gate) const {
+  Vec act(gate.size());
+  hooks_.activation(f_, c_, gate, act);
+  return act;
+}
+
+Vec ModelPass::add(const Vec& a, const Vec& b) const {
+  Vec y(a.size());
+  ops::add(f_, a, b, y);
+  return y;
+}
+
+Vec ModelPass::mul(const Vec& a, const Vec& b) const {
+  Vec y(a.size());
+  ops::mul(f_, a, b, y);
+  return y;
 }
 
 }  // namespace
 
-void forget_device_kv(const KvCache& cache) {
-  for (const auto* side : {&cache.k, &cache.v})
-    for (const Vec& layer : *side)
-      if (!layer.empty()) kernels::gpu_kv_forget(layer.data());
-}
-
 std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKernels& k,
                                                  std::span<const Segment> segments, const ForwardCall& call,
                                                  const ForwardOptions& o) {
-  const ModelConfig& c = m.config;
-  const Format f = m.storage;
-  const std::size_t S = segments.size(), D = c.hidden;
-  if (S == 0) throw std::invalid_argument("kvconf::engine: a forward call needs at least one sequence");
-  if (S > 1 && (o.capture_hidden || o.capture_layers || !o.patches.empty() || !o.op_patches.empty()))
+  if (segments.empty()) throw std::invalid_argument("kvconf::engine: a forward call needs at least one sequence");
+  if (segments.size() > 1 && (o.capture_hidden || o.capture_layers || !o.patches.empty() || !o.op_patches.empty()))
     throw std::invalid_argument("kvconf::engine: captures and patches name the call's last row: one sequence only");
-  const ForwardHooks& hooks = *call.hooks;
-  const bool gpu = k.profile.requires_gpu;  // the cache buffers are mirrored on the device; every write is reported
-
-  // Per sequence: its first row in the call, its rows, its position, whether it decodes; the rows' positions.
-  struct Seq {
-    std::size_t row0 = 0, n = 0, pos0 = 0, write_row = 0;
-    bool decode = false;
-  };
-  std::vector<Seq> seq(S);
-  std::size_t n = 0, longest = 0;  // all rows of the call; the longest attended prefix (pos0 + rows)
-  std::vector<std::size_t> rope_positions;
-  for (std::size_t i = 0; i < S; ++i) {
-    const Segment& g = segments[i];
-    if (g.tokens.empty()) throw std::invalid_argument("kvconf::engine: a forward call needs at least one token");
-    for (const int t : g.tokens)
-      if (t < 0 || static_cast<std::size_t>(t) >= c.vocab)
-        throw std::invalid_argument("kvconf::engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                                    std::to_string(c.vocab) + ")");
-    Seq& sq = seq[i];
-    sq.row0 = n, sq.n = g.tokens.size(), sq.pos0 = g.cache->n;
-    sq.decode = call.cached_path && sq.n == 1 && sq.pos0 > 0;
-    sq.write_row = hooks.cache_write_row(sq.pos0, sq.decode);
-    for (std::size_t r = 0; r < sq.n; ++r)
-      rope_positions.push_back(r == 0 ? hooks.rope_position(sq.pos0, sq.decode) : sq.pos0 + r);
-    grow(*g.cache, sq.pos0 + sq.n, gpu);
-    n += sq.n;
-    longest = std::max(longest, sq.pos0 + sq.n);
-    *g.trace = Trace{};
-    g.trace->rows = sq.n;
-    g.trace->pos0 = sq.pos0;
-  }
-  for (const Segment& g : segments) g.trace->batch_rows = n;
-  Trace& trace = *segments.front().trace;  // captures: one sequence only
-  const bool keep_hidden = o.capture_hidden;
-
-  // x: (n, D) embeddings (Gemma: · fl(√hidden) in the model dtype).
-  Vec x(n * D);
-  for (std::size_t i = 0; i < S; ++i)
-    for (std::size_t r = 0; r < seq[i].n; ++r)
-      std::copy_n(m.embed.begin() + static_cast<std::size_t>(segments[i].tokens[r]) * D, D,
-                  x.begin() + (seq[i].row0 + r) * D);
-  if (c.scale_embeddings) ops::scale(f, x, hooks.embed_scale(c, f));
-  if (keep_hidden) trace.hidden.push_back(x);
-
-  const std::size_t qd = c.q_dim(), kvd = c.kv_dim(), I = c.intermediate;
-  for (std::size_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = m.layers[l];
-    LayerTrace lt;
-    Vec attn_in = rms_norm(c, *k.norm, x, w.attn_norm, n, hooks);
-    patch_op(o, l, OpStage::attn_in, attn_in, n);
-    Vec q = linear(*k.gemm, attn_in, w.wq, n, qd, D);                                       // (n, H, d)
-    const kernels::GemmKernel& kv_gemm = call.kv_fp32_gemm ? *call.kv_fp32_gemm : *k.gemm;  // fp32 K/V remedy
-    Vec kk = linear(kv_gemm, attn_in, w.wk, n, kvd, D);                                     // (n, KV, d)
-    Vec v = linear(kv_gemm, attn_in, w.wv, n, kvd, D);                                      // (n, KV, d)
-    if (o.capture_layers) lt.q = q, lt.k = kk, lt.v = v;
-    ops::rope(f, c, q, c.n_heads, rope_positions);
-    ops::rope(call.kv_fp32_gemm ? Format::fp32 : f, c, kk, c.n_kv_heads, rope_positions);
-    patch_op(o, l, OpStage::q_rope, q, n);
-    patch_op(o, l, OpStage::k_rope, kk, n);
-    patch_op(o, l, OpStage::v, v, n);
-
-    Vec attn(n * qd);  // (n, H, d)
-    for (std::size_t i = 0; i < S; ++i) {
-      const Seq& sq = seq[i];
-      KvCache& cache = *segments[i].cache;
-      // This sequence's K/V rows (sq.n, KV, d) into its cache.
-      const auto rows_of = [&](const Vec& t, std::size_t width) {
-        return std::span<const float>(t).subspan(sq.row0 * width, sq.n * width);
-      };
-      std::ranges::copy(rows_of(kk, kvd), cache.k[l].begin() + sq.write_row * kvd);
-      std::ranges::copy(rows_of(v, kvd), cache.v[l].begin() + sq.write_row * kvd);
-      for (Vec* side : {&cache.k[l], &cache.v[l]})
-        hooks.after_cache_store(*side, sq.write_row * kvd, (sq.write_row + sq.n) * kvd, f, call.cached_path, sq.decode);
-      if (gpu) {  // an append (write_row = pos0 = the rows the mirror lacks), or a hook's rewrite of an earlier row
-        for (const Vec* side : {&cache.k[l], &cache.v[l]}) {
-          kernels::gpu_kv_track(side->data());
-          kernels::gpu_kv_rows_changed(side->data(), sq.write_row);
-        }
-      }
-
-      // Its attention over its own cache: (sq.n, H, d).
-      kernels::AttentionCall a = layer_attention_call(c, l, sq.n, sq.pos0, cache.capacity);
-      a.batch = S;  // one launch over the batch's sequences (FA2's split heuristic counts them)
-      hooks.attention_call(a, c, call.cached_path, call.cached_path && sq.n == 1);
-      const kernels::AttentionKernel& ak = (sq.n == 1) ? *k.attn_decode : *k.attn_prefill;
-      static const BatchAttention plain_attention;  // the forward hooks' attention over the sequence's own rows
-      const BatchAttention& attend = call.batch_attention ? *call.batch_attention : plain_attention;
-      if (S == 1) {  // q and attn are this sequence's rows
-        attend.run(hooks, ak, a, q, cache.k[l], cache.v[l], attn, sq.decode, longest);
-        continue;
-      }
-      const auto qs = rows_of(q, qd);
-      Vec q_i(qs.begin(), qs.end()), out_i(sq.n * qd);
-      attend.run(hooks, ak, a, q_i, cache.k[l], cache.v[l], out_i, sq.decode, longest);
-      std::ranges::copy(out_i, attn.begin() + sq.row0 * qd);
-    }
-    patch_op(o, l, OpStage::attn, attn, n);
-
-    Vec out = linear(*k.gemm, attn, w.wo, n, D, qd);  // (n, D)
-    patch_op(o, l, OpStage::o, out, n);
-    Vec o_normed;
-    if (c.post_norms) o_normed = rms_norm(c, *k.norm, out, w.post_attn_norm, n, hooks);
-    Vec h(n * D);
-    ops::add(f, x, c.post_norms ? o_normed : out, h);
-
-    Vec mlp_in = rms_norm(c, *k.norm, h, w.mlp_norm, n, hooks);
-    patch_op(o, l, OpStage::mlp_in, mlp_in, n);
-    Vec gate = linear(*k.gemm, mlp_in, w.w_gate, n, I, D);  // (n, I)
-    Vec up = linear(*k.gemm, mlp_in, w.w_up, n, I, D);      // (n, I)
-    Vec act(n * I), prod(n * I);
-    hooks.activation(f, c, gate, act);
-    ops::mul(f, act, up, prod);
-    Vec down = linear(*k.gemm, prod, w.w_down, n, D, I);  // (n, D)
-    patch_op(o, l, OpStage::down, down, n);
-    Vec down_normed;
-    if (c.post_norms) down_normed = rms_norm(c, *k.norm, down, w.post_mlp_norm, n, hooks);
-    Vec x_out(n * D);
-    ops::add(f, h, c.post_norms ? down_normed : down, x_out);
-
-    for (const ResidualPatch& p : o.patches) {
-      if (p.layer != l) continue;
-      if (p.row.size() != D)
-        throw std::invalid_argument("kvconf::engine: residual patch for layer " + std::to_string(l) + " has " +
-                                    std::to_string(p.row.size()) + " values (expected hidden = " + std::to_string(D) +
-                                    ")");
-      std::copy(p.row.begin(), p.row.end(), x_out.begin() + (n - 1) * D);
-    }
-    if (o.capture_layers) {
-      lt.x_in = std::move(x);
-      lt.attn_in = std::move(attn_in);
-      lt.q_rope = std::move(q);
-      lt.k_rope = std::move(kk);
-      lt.attn = std::move(attn);
-      lt.o = std::move(out);
-      lt.o_normed = std::move(o_normed);
-      lt.h_mid = std::move(h);
-      lt.mlp_in = std::move(mlp_in);
-      lt.gate = std::move(gate);
-      lt.up = std::move(up);
-      lt.act = std::move(act);
-      lt.prod = std::move(prod);
-      lt.down = std::move(down);
-      lt.down_normed = std::move(down_normed);
-      lt.x_out = x_out;
-      trace.layers.push_back(std::move(lt));
-    }
-    x = std::move(x_out);
-    if (keep_hidden) trace.hidden.push_back(x);
-  }
-  for (std::size_t i = 0; i < S; ++i) segments[i].cache->n = std::max(segments[i].cache->n, seq[i].pos0 + seq[i].n);
-
-  // The final norm over every row, the LM head over each sequence's last row: (S, D) -> (S, vocab).
-  Vec normed = rms_norm(c, *k.norm, x, m.final_norm, n, hooks);  // (n, D)
-  Vec last(S * D);
-  for (std::size_t i = 0; i < S; ++i) {
-    const auto row = normed.begin() + static_cast<std::ptrdiff_t>((seq[i].row0 + seq[i].n - 1) * D);
-    std::copy_n(row, D, last.begin() + i * D);
-    segments[i].trace->final_normed.assign(row, row + static_cast<std::ptrdiff_t>(D));
-  }
-  Vec head = linear(*k.gemm, last, m.head(), S, c.vocab, D);  // (S, vocab)
-  std::vector<Vec> logits(S);
-  for (std::size_t i = 0; i < S; ++i) {
-    logits[i].assign(head.begin() + static_cast<std::ptrdiff_t>(i * c.vocab),
-                     head.begin() + static_cast<std::ptrdiff_t>((i + 1) * c.vocab));
-    if (hooks.final_softcap(c, seq[i].decode)) ops::softcap(f, logits[i], static_cast<float>(c.final_softcap));
-  }
-  return logits;
+  const KvStore kv(m.config, k, call, m.storage);
+  const RowBatch batch(m.config, segments, *call.hooks, call.cached_path, kv);
+  OptionsObserver observer(o, *segments.front().trace, batch.rows(), m.config.hidden);
+  return ModelPass(m, k, call, batch, kv, observer).run();
 }
 
 }  // namespace kvconf::engine

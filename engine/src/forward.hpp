@@ -31,13 +31,10 @@ struct Segment {
 // Appends each segment's K/V rows to its cache (growing it by doubling) and returns each segment's last-row logits:
 // (segments, vocab). Options that name "the call's last row" (patches, captured layers and hidden states) need one
 // segment. GPU profiles: each layer's K and V buffer is tracked for a device mirror (kernels::gpu_kv_track) and every
-// row written is reported (gpu_kv_rows_changed); growing a cache forgets the old buffers' mirrors.
+// row written is reported (gpu_kv_rows_changed); growing a cache forgets the old buffers' mirrors (KvStore,
+// kv_store.hpp). forward.cpp: the model in ModelPass::run() and ModelPass::layer(), the rest behind its seams.
 std::vector<std::vector<float>> forward_segments(const Model& m, const ProfileKernels& k,
                                                  std::span<const Segment> segments, const ForwardCall& call,
                                                  const ForwardOptions& o);
-
-// Drops the device mirrors of every K/V buffer of `cache` (kernels::gpu_kv_forget): before the buffers are freed,
-// reallocated or rewritten wholesale. A no-op for buffers without a mirror.
-void forget_device_kv(const KvCache& cache);
 
 }  // namespace kvconf::engine

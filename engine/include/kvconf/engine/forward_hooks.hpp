@@ -1,7 +1,8 @@
-// The forward pass's one seam: the points where the model's arithmetic may be varied (ForwardHooks), each the plain
-// model's value by default; a Context takes them through ContextOptions::hooks. forward.cpp calls these and names
-// nothing else; the planted engine faults (kvconf::engine_faults, engine/faults/) are one implementation of them,
-// kept beside the engine as kernels/mutants keeps the kernel mutants beside the kernels.
+// The forward pass's seam for the model's arithmetic: the points where it may be varied (ForwardHooks), each the
+// plain model's value by default; a Context takes them through ContextOptions::hooks. The forward pass (forward.cpp
+// and its seams forward_rows.cpp, kv_store.cpp) calls these and names no fault; the planted engine faults
+// (kvconf::engine_faults, engine/faults/) are one implementation of them, kept beside the engine as kernels/mutants
+// keeps the kernel mutants beside the kernels.
 #pragma once
 
 #include <cstddef>
