@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -94,12 +95,17 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
 }
 
-std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
-  using nlohmann::json;
-  const std::string file = path.string();
-  std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
-  f->path_ = path;
+namespace {
 
+using nlohmann::json;
+
+// The file mapped read-only, after checking it is a regular file of at least the 8-byte header length.
+struct Mapping {
+  void* data = nullptr;
+  std::size_t size = 0;
+};
+
+Mapping map_file(const std::string& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(file, "", std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
@@ -116,10 +122,11 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
   const int map_errno = errno;
   ::close(fd);
   if (m == MAP_FAILED) fail(file, "", std::string("mmap failed: ") + std::strerror(map_errno));
-  f->map_ = m;
-  f->size_ = size;
-  const auto* base = static_cast<const std::byte*>(m);
+  return {m, size};
+}
 
+// The JSON header (an object) and where the data starts: 8 + its length.
+std::pair<json, std::size_t> read_header(const std::string& file, const std::byte* base, std::size_t size) {
   std::uint64_t n_header = 0;
   std::memcpy(&n_header, base, 8);
   if (n_header > size - 8)
@@ -134,66 +141,73 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
     fail(file, "header", std::string("invalid JSON: ") + e.what());
   }
   if (!h.is_object()) fail(file, "header", "expected a JSON object");
+  return {std::move(h), 8 + static_cast<std::size_t>(n_header)};
+}
 
-  const std::size_t data_start = 8 + static_cast<std::size_t>(n_header);
-  const std::size_t data_size = size - data_start;
-  struct Range {
-    std::size_t begin, end;
-    const std::string* name;
-  };
-  std::vector<Range> ranges;
-  std::size_t max_end = 0;
-
-  for (const auto& [name, t] : h.items()) {
-    if (name == "__metadata__") {
-      if (!t.is_object()) fail(file, "__metadata__", "expected an object of strings");
-      for (const auto& [k, v] : t.items()) {
-        if (!v.is_string()) fail(file, "__metadata__", "value of \"" + k + "\" is not a string");
-        f->metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    if (!t.is_object()) fail(file, name, "expected an object with dtype, shape and data_offsets");
-    TensorView v;
-    v.name = name;
-    if (!t.contains("dtype") || !t["dtype"].is_string()) fail(file, name, "missing or non-string dtype");
-    const std::string dt = t["dtype"].get<std::string>();
-    if (dt == "F16")
-      v.dtype = Dtype::f16;
-    else if (dt == "BF16")
-      v.dtype = Dtype::bf16;
-    else if (dt == "F32")
-      v.dtype = Dtype::f32;
-    else
-      fail(file, name, "dtype " + dt + " not supported (expected F16, BF16 or F32)");
-
-    if (!t.contains("shape") || !t["shape"].is_array()) fail(file, name, "missing or non-list shape");
-    std::size_t numel = 1;
-    for (const json& d : t["shape"]) {
-      if (!d.is_number_unsigned()) fail(file, name, "shape entry " + d.dump() + " is not a non-negative integer");
-      const auto s = d.get<std::size_t>();
-      if (__builtin_mul_overflow(numel, s, &numel)) fail(file, name, "shape " + t["shape"].dump() + " overflows");
-      v.shape.push_back(s);
-    }
-    std::size_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, dtype_size(v.dtype), &nbytes)) fail(file, name, "shape overflows");
-
-    const json& off = t.contains("data_offsets") ? t["data_offsets"] : json();
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(file, name, "data_offsets must be a list [begin, end] of two non-negative integers");
-    const auto begin = off[0].get<std::size_t>();
-    const auto end = off[1].get<std::size_t>();
-    if (begin > end) fail(file, name, "data_offsets " + off.dump() + " has begin > end");
-    if (end - begin != nbytes)
-      fail(file, name,
-           "data_offsets " + off.dump() + " span " + std::to_string(end - begin) + " bytes but shape " +
-               t["shape"].dump() + " of " + dt + " needs " + std::to_string(nbytes));
-    max_end = std::max(max_end, end);
-    ranges.push_back({begin, end, nullptr});
-    auto [it, inserted] = f->tensors_.emplace(name, std::move(v));
-    ranges.back().name = &it->first;
+std::map<std::string, std::string> read_metadata(const std::string& file, const json& t) {
+  if (!t.is_object()) fail(file, "__metadata__", "expected an object of strings");
+  std::map<std::string, std::string> metadata;
+  for (const auto& [k, v] : t.items()) {
+    if (!v.is_string()) fail(file, "__metadata__", "value of \"" + k + "\" is not a string");
+    metadata[k] = v.get<std::string>();
   }
+  return metadata;
+}
 
+Dtype read_dtype(const std::string& file, const std::string& name, const json& t) {
+  if (!t.contains("dtype") || !t["dtype"].is_string()) fail(file, name, "missing or non-string dtype");
+  const std::string dt = t["dtype"].get<std::string>();
+  if (dt == "F16") return Dtype::f16;
+  if (dt == "BF16") return Dtype::bf16;
+  if (dt == "F32") return Dtype::f32;
+  fail(file, name, "dtype " + dt + " not supported (expected F16, BF16 or F32)");
+}
+
+// One tensor's entry: its view (bytes not yet set) and its data_offsets [begin, end), checked against its shape.
+struct Entry {
+  TensorView view;
+  std::size_t begin = 0, end = 0;
+};
+
+Entry read_entry(const std::string& file, const std::string& name, const json& t) {
+  if (!t.is_object()) fail(file, name, "expected an object with dtype, shape and data_offsets");
+  Entry e;
+  TensorView& v = e.view;
+  v.name = name;
+  v.dtype = read_dtype(file, name, t);
+  if (!t.contains("shape") || !t["shape"].is_array()) fail(file, name, "missing or non-list shape");
+  std::size_t numel = 1;
+  for (const json& d : t["shape"]) {
+    if (!d.is_number_unsigned()) fail(file, name, "shape entry " + d.dump() + " is not a non-negative integer");
+    const auto s = d.get<std::size_t>();
+    if (__builtin_mul_overflow(numel, s, &numel)) fail(file, name, "shape " + t["shape"].dump() + " overflows");
+    v.shape.push_back(s);
+  }
+  std::size_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, dtype_size(v.dtype), &nbytes)) fail(file, name, "shape overflows");
+
+  const json& off = t.contains("data_offsets") ? t["data_offsets"] : json();
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(file, name, "data_offsets must be a list [begin, end] of two non-negative integers");
+  e.begin = off[0].get<std::size_t>();
+  e.end = off[1].get<std::size_t>();
+  if (e.begin > e.end) fail(file, name, "data_offsets " + off.dump() + " has begin > end");
+  if (e.end - e.begin != nbytes)
+    fail(file, name,
+         "data_offsets " + off.dump() + " span " + std::to_string(e.end - e.begin) + " bytes but shape " +
+             t["shape"].dump() + " of " + dtype_name(v.dtype) + " needs " + std::to_string(nbytes));
+  return e;
+}
+
+struct Range {
+  std::size_t begin, end;
+  const std::string* name;
+};
+
+// The tensors' byte ranges fill the data section exactly: none past its end, no trailing bytes, no overlaps.
+void check_ranges(const std::string& file, std::vector<Range>& ranges, std::size_t max_end, std::size_t data_start,
+                  std::size_t size) {
+  const std::size_t data_size = size - data_start;
   if (max_end > data_size)
     fail(
         file, "",
@@ -211,6 +225,34 @@ std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesyst
                ") vs [" + std::to_string(reach->begin) + ", " + std::to_string(reach->end) + "))");
     if (reach == nullptr || b.end > reach->end) reach = &b;
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
+  f->path_ = path;
+  const Mapping m = map_file(file);
+  f->map_ = m.data;  // unmapped by the destructor from here on, whatever fails below
+  f->size_ = m.size;
+  const auto* base = static_cast<const std::byte*>(m.data);
+  const auto [h, data_start] = read_header(file, base, m.size);
+
+  std::vector<Range> ranges;
+  std::size_t max_end = 0;
+  for (const auto& [name, t] : h.items()) {
+    if (name == "__metadata__") {
+      f->metadata_ = read_metadata(file, t);
+      continue;
+    }
+    Entry e = read_entry(file, name, t);
+    max_end = std::max(max_end, e.end);
+    ranges.push_back({e.begin, e.end, nullptr});
+    auto [it, inserted] = f->tensors_.emplace(name, std::move(e.view));
+    ranges.back().name = &it->first;
+  }
+  check_ranges(file, ranges, max_end, data_start, m.size);
   for (auto& [name, v] : f->tensors_) {
     const auto& off = h[name]["data_offsets"];
     const auto begin = off[0].get<std::size_t>();
