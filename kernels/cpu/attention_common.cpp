@@ -1,5 +1,6 @@
 // Shared pieces of the CPU attention kernels: call checks, visibility, transposed K, vectorisable score and
-// PV chains, vector rounding, the pipeline fields common to every fp32-softmax kernel.
+// PV chains, vector rounding, the pipeline fields common to every fp32-softmax kernel, a kernel's description and
+// its registration in fp16, bf16 and fp32.
 #include "attention_common.hpp"
 
 #include <algorithm>
@@ -185,6 +186,17 @@ AttentionKernel cpu_attention_kernel(std::string name, Format f, RunFn run) {
                                       std::span<const float> vc,
                                       std::span<float> out) { run(who.c_str(), f, c, q, kc, vc, out); };
   return k;
+}
+
+void register_per_format(Registry& r, const CpuAttentionSpec& s) {
+  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) {
+    AttentionKernel k = cpu_attention_kernel("cpu.attn." + std::string(s.stem) + "." + format_suffix(f), f, s.run);
+    k.info.cache_invariant = s.cache_invariant;
+    k.info.mirrors = s.mirrors;
+    k.supports = s.supports;
+    k.pipeline = [f, pipeline = s.pipeline](const AttentionCall& c) { return pipeline(f, c); };
+    r.add(std::move(k));
+  }
 }
 
 }  // namespace kvconf::kernels::cpu::attn

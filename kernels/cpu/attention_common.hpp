@@ -1,8 +1,10 @@
 // Private to the CPU attention kernels (attention_*.cpp): call checks, the oracle's visibility rule, K
 // transposed per KV head (so score chains vectorise across keys), vector rounding helpers, the FA2 online
-// softmax over one key range (attention_flash2.cpp) and the split combine shared by A2 and A7.
+// softmax over one key range (attention_flash2.cpp), the split combine shared by A2 and A7, and the kernel
+// description and per-format registration of A1, A6 and A7.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "kvconf/kernels/fast_fp.hpp"
 #include "kvconf/kernels/kernel.hpp"
+#include "kvconf/kernels/registry.hpp"
 
 namespace kvconf::kernels::cpu::attn {
 
@@ -61,6 +64,36 @@ class KeysT {
   std::size_t ld_ = 0;
 };
 
+// One query row of one head, as for_each_row hands it to a kernel.
+struct RowTask {
+  const float* q = nullptr;  // (d) the query row of head h
+  const float* v = nullptr;  // v_cache + g·dv: V of the head's KV head g, key j at v + j·kv_heads·dv
+  KeyRange keys;             // the row's visible keys (not empty)
+  float* out = nullptr;      // (dv) the output row
+};
+
+// The rows of a call in the kernels' order: for each KV head g, K of g is transposed into kt (the keys any row reads,
+// never rows >= n_kv), then for each query head h of g's group and each query row i, row(RowTask) runs; a row without
+// a visible key gets zeros instead (the oracle's convention).
+template <class Row>
+void for_each_row(const AttentionCall& c, const Dims& D, std::span<const float> q, std::span<const float> k,
+                  std::span<const float> v, std::span<float> out, KeysT& kt, Row&& row) {
+  std::size_t n_needed = 0;
+  for (std::size_t i = 0; i < D.n_q; ++i) n_needed = std::max(n_needed, visible_keys(c.params, D.n_kv, i).hi);
+  for (std::size_t g = 0; g < D.kv_heads; ++g) {
+    kt.fill(k.data(), n_needed, D.kv_heads, g, D.d);
+    for (std::size_t h = g * D.group; h < (g + 1) * D.group; ++h)
+      for (std::size_t i = 0; i < D.n_q; ++i) {
+        float* o = out.data() + (i * D.heads + h) * D.dv;
+        const KeyRange keys = visible_keys(c.params, D.n_kv, i);
+        if (keys.empty())
+          std::fill(o, o + D.dv, 0.0f);
+        else
+          row(RowTask{q.data() + (i * D.heads + h) * D.d, v.data() + g * D.dv, keys, o});
+      }
+  }
+}
+
 // s[j] = q·k_{j0+j} for j in [0, n), each a sequential fp32 FMA chain over the head dim:
 // s = q_0·k_0, then s = fma(q_t, k_t, s) for t = 1 .. d−1 (products of fp16/bf16 values are exact).
 void score_chains(const float* q, const KeysT& kt, std::size_t d, std::size_t j0, std::size_t n, float* s);
@@ -109,6 +142,20 @@ struct FlashScratch {
   }
 };
 
+// The FA2 state of a call's rows (A1, A2, A7): FlashArgs with blocks of bc keys reading K from kt (filled per KV head
+// by for_each_row; args.v is set per row by the caller) and the rows' scratch. Not copyable: args.kt points at kt.
+struct FlashState {
+  KeysT kt;
+  FlashArgs args;
+  FlashScratch scratch;
+  FlashState(const Dims& D, Format f, const AttentionCall& c, std::size_t bc) : args(flash_args(D, f, c, bc)) {
+    args.kt = &kt;
+    scratch.reserve(args.bc);
+  }
+  FlashState(const FlashState&) = delete;
+  FlashState& operator=(const FlashState&) = delete;
+};
+
 struct FlashResult {
   float m = 0.0f;  // running max (scaled scores)
   float l = 0.0f;  // row sum after the quad all-reduce
@@ -148,6 +195,19 @@ using RunFn = void (*)(const char* who, Format f, const AttentionCall& c, std::s
 // A CPU attention kernel `name` in format f (fp32 accumulation and partials) whose run calls `run` under its name;
 // the kernel file adds its claims, mirrors, supports() and pipeline.
 AttentionKernel cpu_attention_kernel(std::string name, Format f, RunFn run);
+
+// What a CPU attention kernel file states about its kernel cpu.attn.<stem>.<format suffix>; the rest is
+// cpu_attention_kernel's.
+struct CpuAttentionSpec {
+  const char* stem = "";  // "a1_flash2"
+  bool cache_invariant = false;
+  const char* mirrors = "";
+  RunFn run = nullptr;
+  Reason (*supports)(const AttentionCall&) = nullptr;
+  ref::AttentionPipeline (*pipeline)(Format, const AttentionCall&) = nullptr;
+};
+// Adds the spec's kernel in fp16, bf16 and fp32, in that order.
+void register_per_format(Registry& r, const CpuAttentionSpec& s);
 
 // A1's standard-kernel run and pipeline, shared by A2 and A4 for their prefill paths.
 void flash2_standard_run(const char* who, Format f, const AttentionCall& c, std::span<const float> q,

@@ -48,63 +48,50 @@ void run_eager(const char* who, Format f, const AttentionCall& c, std::span<cons
   std::vector<float> s(std::max<std::size_t>(D.n_kv, 1));  // (n_kv) scores, then weights, of one row
   std::vector<float> acc(D.dv), part(D.dv);                // (dv)
   KeysT kt;
-  std::size_t n_needed = 0;
-  for (std::size_t i = 0; i < D.n_q; ++i) n_needed = std::max(n_needed, visible_keys(c.params, D.n_kv, i).hi);
   const bool gemv = D.n_q == 1;
   const std::size_t slices = splitk_slices(D.n_kv);
   const std::size_t slice_len = (D.n_kv + slices - 1) / slices;
-  for (std::size_t g = 0; g < D.kv_heads; ++g) {
-    kt.fill(k.data(), n_needed, D.kv_heads, g, D.d);
-    const float* vg = v.data() + g * D.dv;
-    for (std::size_t h = g * D.group; h < (g + 1) * D.group; ++h) {
-      for (std::size_t i = 0; i < D.n_q; ++i) {
-        float* o = out.data() + (i * D.heads + h) * D.dv;  // (dv)
-        const KeyRange keys = visible_keys(c.params, D.n_kv, i);
-        if (keys.empty()) {
-          std::fill(o, o + D.dv, 0.0f);
-          continue;
-        }
-        const std::size_t n = keys.size();
-        float* sr = s.data();
-        score_chains(q.data() + (i * D.heads + h) * D.d, kt, D.d, keys.lo, n, sr);
-        round_n(f, sr, n);
-        for (std::size_t j = 0; j < n; ++j) sr[j] *= scale;
-        round_n(f, sr, n);
-        if (cap > 0.0f) {
-          for (std::size_t j = 0; j < n; ++j) sr[j] /= cap;
-          round_n(f, sr, n);
-          for (std::size_t j = 0; j < n; ++j) sr[j] = tanh_f32(sr[j]);
-          round_n(f, sr, n);
-          for (std::size_t j = 0; j < n; ++j) sr[j] *= cap;
-          round_n(f, sr, n);
-        }
-        float m = sr[0];
-        for (std::size_t j = 1; j < n; ++j) m = sr[j] > m ? sr[j] : m;
-        for (std::size_t j = 0; j < n; ++j) sr[j] = exp_f32(sr[j] - m);
-        const float sum = warp_row_sum(sr, keys);
-        for (std::size_t j = 0; j < n; ++j) sr[j] /= sum;
-        round_n(f, sr, n);
-        if (!gemv) {
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          pv_chain(sr, vg + keys.lo * v_stride, v_stride, n, D.dv, acc.data());
-        } else {
-          bool first = true;
-          for (std::size_t sl = 0; sl < slices; ++sl) {
-            const std::size_t lo = std::max(keys.lo, sl * slice_len), hi = std::min(keys.hi, (sl + 1) * slice_len);
-            if (hi <= lo) continue;  // a slice without visible keys adds exact zeros
-            float* dst = first ? acc.data() : part.data();
-            std::fill(dst, dst + D.dv, 0.0f);
-            pv_chain(sr + (lo - keys.lo), vg + lo * v_stride, v_stride, hi - lo, D.dv, dst);
-            if (!first)
-              for (std::size_t col = 0; col < D.dv; ++col) acc[col] += part[col];
-            first = false;
-          }
-        }
-        std::copy(acc.begin(), acc.end(), o);
-        round_n(f, o, D.dv);
+  for_each_row(c, D, q, k, v, out, kt, [&](const RowTask& row) {
+    const auto& [qr, vg, keys, o] = row;
+    const std::size_t n = keys.size();
+    float* sr = s.data();
+    score_chains(qr, kt, D.d, keys.lo, n, sr);
+    round_n(f, sr, n);
+    for (std::size_t j = 0; j < n; ++j) sr[j] *= scale;
+    round_n(f, sr, n);
+    if (cap > 0.0f) {
+      for (std::size_t j = 0; j < n; ++j) sr[j] /= cap;
+      round_n(f, sr, n);
+      for (std::size_t j = 0; j < n; ++j) sr[j] = tanh_f32(sr[j]);
+      round_n(f, sr, n);
+      for (std::size_t j = 0; j < n; ++j) sr[j] *= cap;
+      round_n(f, sr, n);
+    }
+    float m = sr[0];
+    for (std::size_t j = 1; j < n; ++j) m = sr[j] > m ? sr[j] : m;
+    for (std::size_t j = 0; j < n; ++j) sr[j] = exp_f32(sr[j] - m);
+    const float sum = warp_row_sum(sr, keys);
+    for (std::size_t j = 0; j < n; ++j) sr[j] /= sum;
+    round_n(f, sr, n);
+    if (!gemv) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      pv_chain(sr, vg + keys.lo * v_stride, v_stride, n, D.dv, acc.data());
+    } else {
+      bool first = true;
+      for (std::size_t sl = 0; sl < slices; ++sl) {
+        const std::size_t lo = std::max(keys.lo, sl * slice_len), hi = std::min(keys.hi, (sl + 1) * slice_len);
+        if (hi <= lo) continue;  // a slice without visible keys adds exact zeros
+        float* dst = first ? acc.data() : part.data();
+        std::fill(dst, dst + D.dv, 0.0f);
+        pv_chain(sr + (lo - keys.lo), vg + lo * v_stride, v_stride, hi - lo, D.dv, dst);
+        if (!first)
+          for (std::size_t col = 0; col < D.dv; ++col) acc[col] += part[col];
+        first = false;
       }
     }
-  }
+    std::copy(acc.begin(), acc.end(), o);
+    round_n(f, o, D.dv);
+  });
 }
 
 ref::AttentionPipeline eager_pipeline(Format f, const AttentionCall& c) {
@@ -130,22 +117,19 @@ ref::AttentionPipeline eager_pipeline(Format f, const AttentionCall& c) {
 
 }  // namespace
 
-static AttentionKernel a6_eager(Format f) {
-  AttentionKernel k = cpu_attention_kernel("cpu.attn.a6_eager." + format_suffix(f), f, run_eager);
-  k.info.cache_invariant = false;
-  k.info.mirrors = "A6: HF eager attention (matmul, ·scale, softcap, fp32 softmax, matmul), PV GEMM path by M";
-  k.supports = [](const AttentionCall& c) { return shape_reason(c); };
-  k.pipeline = [f](const AttentionCall& c) { return eager_pipeline(f, c); };
-  return k;
-}
-
 }  // namespace kvconf::kernels::cpu::attn
 
 namespace kvconf::kernels::cpu {
 
 // cpu.attn.a6_eager.{f16,bf16,f32} (one line in kernels.def).
 void register_attention_eager(Registry& r) {
-  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a6_eager(f));
+  attn::register_per_format(
+      r, {.stem = "a6_eager",
+          .cache_invariant = false,
+          .mirrors = "A6: HF eager attention (matmul, ·scale, softcap, fp32 softmax, matmul), PV GEMM path by M",
+          .run = attn::run_eager,
+          .supports = attn::shape_reason,
+          .pipeline = attn::eager_pipeline});
 }
 
 }  // namespace kvconf::kernels::cpu

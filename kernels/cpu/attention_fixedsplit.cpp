@@ -23,33 +23,21 @@ KeyRange split_keys(KeyRange keys, std::size_t s) {
 void run_fixedsplit(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
                     std::span<const float> k, std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
-  FlashArgs a = flash_args(D, f, c, fa2_standard_bc(D.d));
-  KeysT kt;
-  a.kt = &kt;
-  FlashScratch sc;
-  sc.reserve(a.bc);
+  FlashState st(D, f, c, fa2_standard_bc(D.d));
   const std::size_t max_splits = (D.n_kv + kSplitKeys - 1) / kSplitKeys;
   std::vector<float> o_splits(std::max<std::size_t>(max_splits, 1) * D.dv);  // (splits, dv)
   std::vector<SplitPartial> parts;
   parts.reserve(max_splits);
   std::vector<float> tmp(D.dv);  // (dv)
-  std::size_t n_needed = 0;
-  for (std::size_t i = 0; i < D.n_q; ++i) n_needed = std::max(n_needed, visible_keys(c.params, D.n_kv, i).hi);
-  for (std::size_t g = 0; g < D.kv_heads; ++g) {
-    kt.fill(k.data(), n_needed, D.kv_heads, g, D.d);
-    a.v = v.data() + g * D.dv;
-    for (std::size_t h = g * D.group; h < (g + 1) * D.group; ++h) {
-      for (std::size_t i = 0; i < D.n_q; ++i) {
-        const KeyRange keys = visible_keys(c.params, D.n_kv, i);
-        const float* qr = q.data() + (i * D.heads + h) * D.d;
-        parts.clear();
-        if (!keys.empty())
-          for (std::size_t s = keys.lo / kSplitKeys; s <= (keys.hi - 1) / kSplitKeys; ++s)
-            parts.push_back(split_pass(a, qr, split_keys(keys, s), o_splits.data() + parts.size() * D.dv, sc));
-        combine_splits(parts, D.dv, f, out.data() + (i * D.heads + h) * D.dv, tmp.data());
-      }
-    }
-  }
+  // A row without a visible key gets zeros from for_each_row, as combine_splits gives for no split.
+  for_each_row(c, D, q, k, v, out, st.kt, [&](const RowTask& row) {
+    st.args.v = row.v;
+    parts.clear();
+    for (std::size_t s = row.keys.lo / kSplitKeys; s <= (row.keys.hi - 1) / kSplitKeys; ++s)
+      parts.push_back(
+          split_pass(st.args, row.q, split_keys(row.keys, s), o_splits.data() + parts.size() * D.dv, st.scratch));
+    combine_splits(parts, D.dv, f, row.out, tmp.data());
+  });
 }
 
 ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
@@ -79,23 +67,20 @@ ref::AttentionPipeline fixedsplit_pipeline(Format f, const AttentionCall& c) {
 
 }  // namespace
 
-static AttentionKernel a7_fixedsplit(Format f) {
-  AttentionKernel k = cpu_attention_kernel("cpu.attn.a7_fixedsplit." + format_suffix(f), f, run_fixedsplit);
-  k.info.cache_invariant = true;
-  k.info.mirrors =
-      "A7: fixed split size 256 aligned at key 0 (TML / SGLang deterministic mode), A1 inside, FA2 combine";
-  k.supports = [](const AttentionCall& c) { return flash2_reason(c); };
-  k.pipeline = [f](const AttentionCall& c) { return fixedsplit_pipeline(f, c); };
-  return k;
-}
-
 }  // namespace kvconf::kernels::cpu::attn
 
 namespace kvconf::kernels::cpu {
 
 // cpu.attn.a7_fixedsplit.{f16,bf16,f32} (one line in kernels.def).
 void register_attention_fixedsplit(Registry& r) {
-  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a7_fixedsplit(f));
+  attn::register_per_format(
+      r,
+      {.stem = "a7_fixedsplit",
+       .cache_invariant = true,
+       .mirrors = "A7: fixed split size 256 aligned at key 0 (TML / SGLang deterministic mode), A1 inside, FA2 combine",
+       .run = attn::run_fixedsplit,
+       .supports = attn::flash2_reason,
+       .pipeline = attn::fixedsplit_pipeline});
 }
 
 }  // namespace kvconf::kernels::cpu

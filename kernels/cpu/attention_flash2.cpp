@@ -91,32 +91,15 @@ Reason flash2_reason(const AttentionCall& c) {
 void flash2_standard_run(const char* who, Format f, const AttentionCall& c, std::span<const float> q,
                          std::span<const float> k, std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
-  FlashArgs a = flash_args(D, f, c, fa2_standard_bc(D.d));
-  KeysT kt;
-  a.kt = &kt;
-  FlashScratch sc;
-  sc.reserve(a.bc);
+  FlashState st(D, f, c, fa2_standard_bc(D.d));
   std::vector<float> acc(D.dv);  // (dv)
-  std::size_t n_needed = 0;      // keys any row reads (never rows >= n_kv)
-  for (std::size_t i = 0; i < D.n_q; ++i) n_needed = std::max(n_needed, visible_keys(c.params, D.n_kv, i).hi);
-  for (std::size_t g = 0; g < D.kv_heads; ++g) {
-    kt.fill(k.data(), n_needed, D.kv_heads, g, D.d);
-    a.v = v.data() + g * D.dv;
-    for (std::size_t h = g * D.group; h < (g + 1) * D.group; ++h) {
-      for (std::size_t i = 0; i < D.n_q; ++i) {
-        float* o = out.data() + (i * D.heads + h) * D.dv;  // (dv)
-        const KeyRange keys = visible_keys(c.params, D.n_kv, i);
-        if (keys.empty()) {
-          std::fill(o, o + D.dv, 0.0f);
-          continue;
-        }
-        const FlashResult r = flash_row(a, q.data() + (i * D.heads + h) * D.d, keys, acc.data(), sc);
-        const float inv = 1.0f / r.l;
-        for (std::size_t col = 0; col < D.dv; ++col) o[col] = acc[col] * inv;
-        round_n(f, o, D.dv);
-      }
-    }
-  }
+  for_each_row(c, D, q, k, v, out, st.kt, [&](const RowTask& row) {
+    st.args.v = row.v;
+    const FlashResult r = flash_row(st.args, row.q, row.keys, acc.data(), st.scratch);
+    const float inv = 1.0f / r.l;
+    for (std::size_t col = 0; col < D.dv; ++col) row.out[col] = acc[col] * inv;
+    round_n(f, row.out, D.dv);
+  });
 }
 
 ref::AttentionPipeline flash2_standard_pipeline(Format f, const AttentionCall& c) {
@@ -132,22 +115,19 @@ ref::AttentionPipeline flash2_standard_pipeline(Format f, const AttentionCall& c
   return p;
 }
 
-static AttentionKernel a1_flash2(Format f) {
-  AttentionKernel k = cpu_attention_kernel("cpu.attn.a1_flash2." + format_suffix(f), f, flash2_standard_run);
-  k.info.cache_invariant = true;  // same kernel, same Bc, blocks aligned at key 0 in both paths
-  k.info.mirrors = "A1: FlashAttention-2 standard forward (flash_fwd_kernel.h @ 0251105a), Bc 128 (d<=64) / 64";
-  k.supports = [](const AttentionCall& c) { return flash2_reason(c); };
-  k.pipeline = [f](const AttentionCall& c) { return flash2_standard_pipeline(f, c); };
-  return k;
-}
-
 }  // namespace kvconf::kernels::cpu::attn
 
 namespace kvconf::kernels::cpu {
 
 // cpu.attn.a1_flash2.{f16,bf16,f32} (one line in kernels.def).
 void register_attention_flash2(Registry& r) {
-  for (const Format f : {Format::fp16, Format::bf16, Format::fp32}) r.add(attn::a1_flash2(f));
+  attn::register_per_format(
+      r, {.stem = "a1_flash2",
+          .cache_invariant = true,  // same kernel, same Bc, blocks aligned at key 0 in both paths
+          .mirrors = "A1: FlashAttention-2 standard forward (flash_fwd_kernel.h @ 0251105a), Bc 128 (d<=64) / 64",
+          .run = attn::flash2_standard_run,
+          .supports = attn::flash2_reason,
+          .pipeline = attn::flash2_standard_pipeline});
 }
 
 }  // namespace kvconf::kernels::cpu

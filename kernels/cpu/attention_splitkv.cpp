@@ -29,29 +29,22 @@ void run_decode(const char* who, Format f, const AttentionCall& c, std::span<con
                 std::span<const float> v, std::span<float> out) {
   const Dims D = check_call(who, c, q.size(), k.size(), v.size(), out.size());
   const SplitKvPlan sp = fa2_splitkv_plan(c);
-  FlashArgs a = flash_args(D, f, c, sp.bn);
-  KeysT kt;
-  a.kt = &kt;
-  FlashScratch sc;
-  sc.reserve(a.bc);
+  FlashState st(D, f, c, sp.bn);
   std::vector<float> o_splits(sp.splits * D.dv);  // (splits, dv)
   std::vector<SplitPartial> parts;
   std::vector<float> tmp(D.dv);  // (dv)
-  const KeyRange keys = visible_keys(c.params, D.n_kv, 0);
-  for (std::size_t g = 0; g < D.kv_heads; ++g) {
-    kt.fill(k.data(), keys.hi, D.kv_heads, g, D.d);
-    a.v = v.data() + g * D.dv;
-    for (std::size_t h = g * D.group; h < (g + 1) * D.group; ++h) {
-      parts.clear();
-      if (!keys.empty())
-        for (std::size_t s = 0; s < sp.splits; ++s) {
-          const KeyRange r = split_keys(keys, sp, s);
-          if (r.empty()) continue;  // lse = −inf: weight exp(−inf) = 0, adds exact zeros
-          parts.push_back(split_pass(a, q.data() + h * D.d, r, o_splits.data() + parts.size() * D.dv, sc));
-        }
-      combine_splits(parts, D.dv, f, out.data() + h * D.dv, tmp.data());
+  // n_q = 1: one row per head. A row without a visible key gets zeros from for_each_row, as combine_splits gives for no
+  // split.
+  for_each_row(c, D, q, k, v, out, st.kt, [&](const RowTask& row) {
+    st.args.v = row.v;
+    parts.clear();
+    for (std::size_t s = 0; s < sp.splits; ++s) {
+      const KeyRange r = split_keys(row.keys, sp, s);
+      if (r.empty()) continue;  // lse = −inf: weight exp(−inf) = 0, adds exact zeros
+      parts.push_back(split_pass(st.args, row.q, r, o_splits.data() + parts.size() * D.dv, st.scratch));
     }
-  }
+    combine_splits(parts, D.dv, f, row.out, tmp.data());
+  });
 }
 
 ref::AttentionPipeline decode_pipeline(Format f, const AttentionCall& c) {
