@@ -1,6 +1,7 @@
 // Private to kernels/cuda's .cu files: the device building blocks of the CUDA attention kernels — storage
-// loads/stores, fp32 exp/log/tanh with a known error, the score of one key, the FA2 online-softmax pass of one
-// (query row, head) over a key range, and the split combine. Everything is compiled with --fmad=false (see
+// loads/stores, fp32 exp/log/tanh with a known error, a (query row, head) block's set-up, the score of one key, the
+// PV chain over a key block, the FA2 online-softmax pass of one (query row, head) over a key range, the split
+// combine, and the launch of a kernel's f16 or fp32 instance. Everything is compiled with --fmad=false (see
 // CMakeLists.txt): every a·b + c below is either two roundings or an explicit fmaf, never a contraction the
 // compiler chose; divisions and sqrt are IEEE (no fast math); fp32 subnormals are kept (no FTZ).
 //
@@ -51,6 +52,65 @@ template <class T>
 __device__ void load_q(const DevAttn& a, const T* q, int row, int h, Smem& sm) {
   for (int t = threadIdx.x; t < a.d; t += kThreads) sm.q[t] = ld(q, (static_cast<size_t>(row) * a.heads + h) * a.d + t);
   __syncthreads();
+}
+
+// The block of a one-block-per-(query row, head) kernel (blockIdx.x = row · heads + h): its query row and head, KV
+// head g, the caches, its output row and the row's visible keys [lo, hi).
+template <class T>
+struct RowBlock {
+  int row, h, g;
+  const T* k;  // (cap, kv_heads, d)
+  const T* v;  // (cap, kv_heads, dv)
+  T* out;      // (dv)
+  int lo, hi;
+};
+
+template <class T>
+__device__ RowBlock<T> row_block(const DevAttn& a) {
+  RowBlock<T> b;
+  b.row = blockIdx.x / a.heads;
+  b.h = blockIdx.x % a.heads;
+  b.g = b.h / (a.heads / a.kv_heads);
+  b.k = static_cast<const T*>(a.k);
+  b.v = static_cast<const T*>(a.v);
+  b.out = static_cast<T*>(a.out) + (static_cast<size_t>(b.row) * a.heads + b.h) * a.dv;
+  b.lo = a.key_lo[b.row];
+  b.hi = a.key_hi[b.row];
+  return b;
+}
+
+// Writes zeros to this thread's columns of out (a row with no visible key: the oracle's convention).
+template <class T>
+__device__ void store_zero(const DevAttn& a, T* out) {
+  for (int i = 0; i < kCols; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    if (c < a.dv) st(out, c, 0.0f);
+  }
+}
+
+// Starts the block b: a row with no visible key gets zeros (store_zero) and false; otherwise its query row is loaded
+// into sm.q (load_q) and true. Every thread of the block takes the same branch.
+template <class T>
+__device__ bool start_row(const DevAttn& a, const RowBlock<T>& b, Smem& sm) {
+  if (b.hi <= b.lo) {
+    store_zero(a, b.out);
+    return false;
+  }
+  load_q(a, static_cast<const T*>(a.q), b.row, b.h, sm);
+  return true;
+}
+
+// acc[i] = fmaf(p[j], v_{j0+j, c}, acc[i]) for j = 0 .. n−1 ascending (one fp32 chain per column) for this thread's
+// columns c = threadIdx.x + i·kThreads < dv; v rows of KV head g.
+template <class T>
+__device__ void pv_block(const DevAttn& a, const T* v, int g, const float* p, int j0, int n, float (&acc)[kCols]) {
+  for (int i = 0; i < kCols; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    if (c >= a.dv) break;
+    float x = acc[i];
+    for (int j = 0; j < n; ++j) x = fmaf(p[j], ld(v, (static_cast<size_t>(j0 + j) * a.kv_heads + g) * a.dv + c), x);
+    acc[i] = x;
+  }
 }
 
 // Score of key j (KV head g) after the scale and softcap, in fp32:
@@ -121,15 +181,7 @@ __device__ Pass flash_pass(const DevAttn& a, const T* k, const T* v, int g, int 
     if (CastP)
       for (int j = tid; j < n; j += kThreads) sm.p[j] = round_half(sm.p[j]);
     __syncthreads();
-    if (with_pv)
-      for (int i = 0; i < kCols; ++i) {
-        const int c = tid + i * kThreads;
-        if (c >= a.dv) break;
-        float x = acc[i];
-        for (int j = 0; j < n; ++j)
-          x = fmaf(sm.p[j], ld(v, (static_cast<size_t>(j0 + j) * a.kv_heads + g) * a.dv + c), x);
-        acc[i] = x;
-      }
+    if (with_pv) pv_block(a, v, g, sm.p, j0, n, acc);
     first = false;
   }
   __syncthreads();
@@ -175,13 +227,16 @@ __device__ void combine(const DevAttn& a, const float* part_o, size_t o_stride, 
   }
 }
 
-// Writes zeros to this thread's columns of out (a row with no visible key: the oracle's convention).
-template <class T>
-__device__ void store_zero(const DevAttn& a, T* out) {
-  for (int i = 0; i < kCols; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    if (c < a.dv) st(out, c, 0.0f);
-  }
+// The blocks of the one-block-per-(query row, head) kernels.
+inline unsigned row_blocks(const DevAttn& a) { return static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads); }
+
+// Launches f16_kernel (f16) or f32_kernel on `blocks` blocks of kThreads threads on the default stream; returns
+// cudaGetLastError().
+inline cudaError_t launch(unsigned blocks, const DevAttn& a, bool f16, void (*f16_kernel)(DevAttn),
+                          void (*f32_kernel)(DevAttn)) {
+  void (*const kernel)(DevAttn) = f16 ? f16_kernel : f32_kernel;
+  kernel<<<blocks, kThreads>>>(a);
+  return cudaGetLastError();
 }
 
 }  // namespace kvconf::kernels::cuda::dev

@@ -18,23 +18,14 @@ using namespace dev;
 template <class T, bool CastP>
 __global__ void __launch_bounds__(kThreads) flash2_kernel(DevAttn a) {
   __shared__ Smem sm;
-  const int row = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
-  const int g = h / (a.heads / a.kv_heads);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  T* out = static_cast<T*>(a.out) + (static_cast<size_t>(row) * a.heads + h) * a.dv;  // (dv)
-  const int lo = a.key_lo[row], hi = a.key_hi[row];
-  if (hi <= lo) {
-    store_zero(a, out);
-    return;
-  }
-  load_q(a, static_cast<const T*>(a.q), row, h, sm);
+  const RowBlock<T> b = row_block<T>(a);
+  if (!start_row(a, b, sm)) return;
   float acc[kCols];
-  const Pass r = flash_pass<T, CastP>(a, k, v, g, lo, hi, a.bc, true, sm, acc);
+  const Pass r = flash_pass<T, CastP>(a, b.k, b.v, b.g, b.lo, b.hi, a.bc, true, sm, acc);
   const float inv = __fdiv_rn(1.0f, r.l);
   for (int i = 0; i < kCols; ++i) {
     const int c = threadIdx.x + i * kThreads;
-    if (c < a.dv) st(out, c, __fmul_rn(acc[i], inv));
+    if (c < a.dv) st(b.out, c, __fmul_rn(acc[i], inv));
   }
 }
 
@@ -76,27 +67,17 @@ __global__ void __launch_bounds__(kThreads) splitkv_combine_kernel(DevAttn a) {
 }  // namespace
 
 cudaError_t launch_flash2(const DevAttn& a, bool f16) {
-  const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16)
-    flash2_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else
-    flash2_kernel<float, false><<<blocks, kThreads>>>(a);
-  return cudaGetLastError();
+  return launch(row_blocks(a), a, f16, flash2_kernel<__half, true>, flash2_kernel<float, false>);
 }
 
 cudaError_t launch_splitkv_decode(const DevAttn& a, bool f16) {
   const unsigned blocks = static_cast<unsigned>(a.heads) * static_cast<unsigned>(a.splits);
-  if (f16)
-    splitkv_partial_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else
-    splitkv_partial_kernel<float, false><<<blocks, kThreads>>>(a);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (const cudaError_t e =
+          launch(blocks, a, f16, splitkv_partial_kernel<__half, true>, splitkv_partial_kernel<float, false>);
+      e != cudaSuccess)
+    return e;
   // Same stream: kernel 2 starts after kernel 1 has written every split.
-  if (f16)
-    splitkv_combine_kernel<__half><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
-  else
-    splitkv_combine_kernel<float><<<static_cast<unsigned>(a.heads), kThreads>>>(a);
-  return cudaGetLastError();
+  return launch(static_cast<unsigned>(a.heads), a, f16, splitkv_combine_kernel<__half>, splitkv_combine_kernel<float>);
 }
 
 }  // namespace kvconf::kernels::cuda

@@ -22,18 +22,12 @@ using namespace dev;
 template <class T, bool CastP>
 __global__ void __launch_bounds__(kThreads) invariant_kernel(DevAttn a) {
   __shared__ Smem sm;
-  const int row = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
-  const int g = h / (a.heads / a.kv_heads);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  T* out = static_cast<T*>(a.out) + (static_cast<size_t>(row) * a.heads + h) * a.dv;  // (dv)
-  float* lse = a.part_lse + static_cast<size_t>(blockIdx.x) * a.max_splits;           // (splits of this row)
-  const int lo = a.key_lo[row], hi = a.key_hi[row];
-  if (hi <= lo) {
-    store_zero(a, out);
-    return;
-  }
-  load_q(a, static_cast<const T*>(a.q), row, h, sm);
+  const RowBlock<T> b = row_block<T>(a);
+  float* lse = a.part_lse + static_cast<size_t>(blockIdx.x) * a.max_splits;  // (splits of this row)
+  if (!start_row(a, b, sm)) return;
+  const T* k = b.k;
+  const T* v = b.v;
+  const int g = b.g, lo = b.lo, hi = b.hi;
   const int K = a.keys_per_split;
   const int s_lo = lo / K, s_hi = (hi - 1) / K;
   float acc[kCols];
@@ -60,19 +54,14 @@ __global__ void __launch_bounds__(kThreads) invariant_kernel(DevAttn a) {
   }
   for (int i = 0; i < kCols; ++i) {
     const int c = threadIdx.x + i * kThreads;
-    if (c < a.dv) st(out, c, o[i]);
+    if (c < a.dv) st(b.out, c, o[i]);
   }
 }
 
 }  // namespace
 
 cudaError_t launch_invariant(const DevAttn& a, bool f16) {
-  const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16)
-    invariant_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else
-    invariant_kernel<float, false><<<blocks, kThreads>>>(a);
-  return cudaGetLastError();
+  return launch(row_blocks(a), a, f16, invariant_kernel<__half, true>, invariant_kernel<float, false>);
 }
 
 }  // namespace kvconf::kernels::cuda

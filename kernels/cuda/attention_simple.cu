@@ -22,18 +22,10 @@ template <class T, bool CastP>
 __global__ void __launch_bounds__(kThreads) simple_kernel(DevAttn a) {
   __shared__ Smem sm;
   const int tid = threadIdx.x;
-  const int row = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
-  const int g = h / (a.heads / a.kv_heads);
-  const T* q = static_cast<const T*>(a.q);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  T* out = static_cast<T*>(a.out) + (static_cast<size_t>(row) * a.heads + h) * a.dv;  // (dv)
-  const int lo = a.key_lo[row], hi = a.key_hi[row];
-  if (hi <= lo) {
-    store_zero(a, out);
-    return;
-  }
-  load_q(a, q, row, h, sm);
+  const RowBlock<T> b = row_block<T>(a);
+  if (!start_row(a, b, sm)) return;
+  const T* k = b.k;
+  const int g = b.g, lo = b.lo, hi = b.hi;
 
   // 1. max
   float mt = -INFINITY;
@@ -70,30 +62,18 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(DevAttn a) {
       sm.p[tid] = p;
     }
     __syncthreads();
-    for (int i = 0; i < kCols; ++i) {
-      const int c = tid + i * kThreads;
-      if (c >= a.dv) break;
-      float x = acc[i];
-      for (int j = 0; j < n; ++j)
-        x = fmaf(sm.p[j], ld(v, (static_cast<size_t>(j0 + j) * a.kv_heads + g) * a.dv + c), x);
-      acc[i] = x;
-    }
+    pv_block(a, b.v, g, sm.p, j0, n, acc);
   }
   for (int i = 0; i < kCols; ++i) {
     const int c = tid + i * kThreads;
-    if (c < a.dv) st(out, c, acc[i]);
+    if (c < a.dv) st(b.out, c, acc[i]);
   }
 }
 
 }  // namespace
 
 cudaError_t launch_simple(const DevAttn& a, bool f16) {
-  const unsigned blocks = static_cast<unsigned>(a.n_q) * static_cast<unsigned>(a.heads);
-  if (f16)
-    simple_kernel<__half, true><<<blocks, kThreads>>>(a);
-  else
-    simple_kernel<float, false><<<blocks, kThreads>>>(a);
-  return cudaGetLastError();
+  return launch(row_blocks(a), a, f16, simple_kernel<__half, true>, simple_kernel<float, false>);
 }
 
 }  // namespace kvconf::kernels::cuda
