@@ -3,6 +3,7 @@
 #include "check_command.hpp"
 
 #include <cstdio>
+#include <exception>
 #include <map>
 
 #include "cli_output.hpp"
@@ -92,12 +93,8 @@ int check_command(const CheckCliOptions& c) {
     in.meta = provenance("kvconf check", false);  // no torch kernel: libtorch is not loaded for its version
     in.meta.update({{"traces", o.inputs}, {"model", c.model}, {"pairs", r.records.size()}});
     failed_rules = write_report_with_summary(in, c.out);
-  } catch (const BadInput& e) {
-    std::fprintf(stderr, "kvconf check: %s\n", one_line(e.what()).c_str());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvconf check: error: %s\n", one_line(e.what()).c_str());
-    return 1;
+    return print_failure("kvconf check", e);
   }
   const std::size_t failed = print_failed_pairs(r.records, "kvconf check");
   return (failed || failed_rules) ? 1 : 0;

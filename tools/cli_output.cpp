@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "kvconf/protocol/bad_input.hpp"
+
 namespace kvconf::tools {
 
 std::string one_line(std::string s) {
@@ -10,6 +12,15 @@ std::string one_line(std::string s) {
     if (c == '\n' || c == '\r') c = ' ';
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
+}
+
+int print_failure(const std::string& command, const std::exception& e) {
+  if (dynamic_cast<const protocol::BadInput*>(&e)) {
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), one_line(e.what()).c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "%s: error: %s\n", command.c_str(), one_line(e.what()).c_str());
+  return 1;
 }
 
 std::size_t write_report_with_summary(const reports::ReportInput& in, const std::string& out) {

@@ -1,8 +1,9 @@
-// What kvconf's commands print alike: an error message on one line, the report written with its terminal summary,
-// and the rules of the pairs that failed.
+// What kvconf's commands print alike: an error message on one line with the status it means, the report written with
+// its terminal summary, and the rules of the pairs that failed.
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@ namespace kvconf::tools {
 
 // The message with its line breaks turned into spaces and trailing spaces dropped (bad input: one stderr line).
 std::string one_line(std::string s);
+
+// A command's failure, one stderr line: bad input (protocol::BadInput) "<command>: <message>", returning status 2;
+// any other exception "<command>: error: <message>", returning status 1.
+int print_failure(const std::string& command, const std::exception& e);
 
 // Evaluates the report's rules, writes report.{html,md,json} and junit.xml to `out`, prints the terminal summary and
 // where the report is; returns how many rule verdicts failed.

@@ -5,11 +5,9 @@
 #include <exception>
 
 #include "cli_output.hpp"
-#include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/protocol/experiments.hpp"
 #include "kvconf/reports/report.hpp"
 #include "progress.hpp"
-#include "provenance.hpp"
 
 namespace kvconf::tools {
 
@@ -35,20 +33,11 @@ int experiment_command(const ModelCliOptions& c) {
     reports::ReportInput in;
     in.title = "kvconf model --experiment " + c.experiment + " " + o.model;
     in.experiments = r.summaries;
-    in.meta = provenance("kvconf model --experiment");
-    in.meta.update({{"model", o.model},
-                    {"experiments", names},
-                    {"shard", o.shard.str()},
-                    {"max_new_tokens", o.max_new_tokens},
-                    {"n", o.n},
-                    {"sample_seed", o.sample_seed}});
+    in.meta = model_report_meta("kvconf model --experiment", o);
+    in.meta["experiments"] = names;
     failed_rules = write_report_with_summary(in, o.out);
-  } catch (const BadInput& e) {
-    std::fprintf(stderr, "kvconf model: %s\n", one_line(e.what()).c_str());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvconf model: error: %s\n", one_line(e.what()).c_str());
-    return 1;
+    return print_failure("kvconf model", e);
   }
   if (failed_rules) std::printf("kvconf model --experiment: %zu conformance rules failed\n", failed_rules);
   return failed_rules ? 1 : 0;

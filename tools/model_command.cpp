@@ -197,6 +197,16 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
   return m;
 }
 
+nlohmann::json model_report_meta(const std::string& command, const ProtocolOptions& o) {
+  nlohmann::json meta = provenance(command);
+  meta.update({{"model", o.model},
+               {"shard", o.shard.str()},
+               {"max_new_tokens", o.max_new_tokens},
+               {"n", o.n},
+               {"sample_seed", o.sample_seed}});
+  return meta;
+}
+
 int model_command(const ModelCliOptions& c) {
   if (!c.experiment.empty() && !c.scenario.empty()) {
     std::fprintf(stderr, "kvconf model: --experiment and --scenario cannot be combined (run them separately)\n");
@@ -219,19 +229,10 @@ int model_command(const ModelCliOptions& c) {
     reports::ReportInput in;
     in.title = "kvconf model " + o.model;
     in.pairs = r.records;
-    in.meta = provenance("kvconf model");
-    in.meta.update({{"model", o.model},
-                    {"shard", o.shard.str()},
-                    {"max_new_tokens", o.max_new_tokens},
-                    {"n", o.n},
-                    {"sample_seed", o.sample_seed}});
+    in.meta = model_report_meta("kvconf model", o);
     failed_rules = write_report_with_summary(in, o.out);
-  } catch (const BadInput& e) {
-    std::fprintf(stderr, "kvconf model: %s\n", one_line(e.what()).c_str());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvconf model: error: %s\n", one_line(e.what()).c_str());
-    return 1;
+    return print_failure("kvconf model", e);
   }
   const std::size_t failed = print_failed_pairs(r.records, "kvconf model");
   if (failed_rules) std::printf("kvconf model: %zu conformance rules failed\n", failed_rules);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,8 @@ ProtocolOptions protocol_options(const ModelCliOptions& o);
 std::vector<std::uint64_t> parse_seeds(const std::string& text);
 // "a,b,c" -> {a, b, c}; empty items are BadInput naming `flag`.
 std::vector<std::string> split_list(const std::string& text, const std::string& flag);
+// A `kvconf model` report's metadata: provenance(command) with the options' model, shard, max_new_tokens, n and
+// sample_seed.
+nlohmann::json model_report_meta(const std::string& command, const ProtocolOptions& o);
 
 }  // namespace kvconf::tools

@@ -192,12 +192,10 @@ int run_command(const RunOptions& o) {
                 checks.size(), failed_checks, verdicts.size(), failed_rules, seconds_since(t_start));
     std::printf("report: %s/report.html (also report.md, report.json, junit.xml)\n", o.out.c_str());
     return (failed_checks || failed_rules) ? 1 : 0;
-  } catch (const BadInput& e) {  // bad input (an option, an --out that cannot be created or opened): status 2
-    std::fprintf(stderr, "kvconf run: %s\n", one_line(e.what()).c_str());
-    return 2;
-  } catch (const std::exception& e) {  // every other failure (a full disk: the file it could not write): status 1
-    std::fprintf(stderr, "kvconf run: error: %s\n", one_line(e.what()).c_str());
-    return 1;
+  } catch (const std::exception& e) {
+    // Bad input (an option, an --out that cannot be created or opened): status 2; every other failure (a full disk:
+    // the file it could not write): status 1.
+    return print_failure("kvconf run", e);
   }
 }
 
