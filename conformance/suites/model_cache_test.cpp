@@ -12,13 +12,11 @@
 namespace kvconf::conformance::suite {
 namespace {
 
-class CacheStoreConformance : public ::testing::TestWithParam<ModelParam> {};
+class CacheStoreConformance : public ModelSuiteTest {};
 
 TEST_P(CacheStoreConformance, GrowthKeepsHeldRows) {
   const ModelCase& c = GetParam().c;
-  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
-  KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
   const engine::Model& m = fixture_model(f, k.profile.storage);
   const auto prompts = fixture_prompts(f, 1, c.max_prompt_tokens);
@@ -30,9 +28,7 @@ TEST_P(CacheStoreConformance, GrowthKeepsHeldRows) {
 
 TEST_P(CacheStoreConformance, StoreIsExact) {
   const ModelCase& c = GetParam().c;
-  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
-  KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
   const engine::Model& m = fixture_model(f, k.profile.storage);
   const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
@@ -46,12 +42,9 @@ TEST_P(CacheStoreConformance, StoreIsExact) {
 }
 
 std::vector<ModelParam> params() {
-  std::vector<std::string> profiles;
-  for (const engine::Profile& p : kGpuSuite ? engine::gpu_profiles() : engine::builtin_profiles())
-    profiles.push_back(p.name);
   std::vector<ModelParam> v;
-  for (const ModelCase& c : model_cases(fixture_names(), profiles, false))
-    if (c.strategy == engine::Strategy::greedy) v.push_back({c});
+  for (const ModelParam& p : model_params(all_suite_profiles(), /*with_slow=*/false))
+    if (p.c.strategy == engine::Strategy::greedy) v.push_back(p);
   return v;
 }
 

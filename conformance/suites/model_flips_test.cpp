@@ -8,13 +8,11 @@
 namespace kvconf::conformance::suite {
 namespace {
 
-class ModelConformance : public ::testing::TestWithParam<ModelParam> {};
+class ModelConformance : public ModelSuiteTest {};
 
 TEST_P(ModelConformance, FlipsAreNearTies) {
   const ModelCase& c = GetParam().c;
-  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
-  KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
   const engine::ProfileKernels k32 = profile_kernels("fp32");
   const engine::Model& m = fixture_model(f, k.profile.storage);

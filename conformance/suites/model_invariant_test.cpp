@@ -7,13 +7,11 @@
 namespace kvconf::conformance::suite {
 namespace {
 
-class InvariantConformance : public ::testing::TestWithParam<ModelParam> {};
+class InvariantConformance : public ModelSuiteTest {};
 
 TEST_P(InvariantConformance, CacheOnMatchesCacheOffBitwise) {
   const ModelCase& c = GetParam().c;
-  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
-  KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
   ASSERT_TRUE(k.profile.cache_invariant) << c.profile << " does not claim cache invariance";
   const engine::Model& m = fixture_model(f, k.profile.storage);

@@ -8,13 +8,11 @@
 namespace kvconf::conformance::suite {
 namespace {
 
-class PrefillConformance : public ::testing::TestWithParam<ModelParam> {};
+class PrefillConformance : public ModelSuiteTest {};
 
 TEST_P(PrefillConformance, PromptStatesBitwiseEqual) {
   const ModelCase& c = GetParam().c;
-  KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
-  KVCONF_SKIP_IF_MISSING(f);
   const engine::ProfileKernels k = profile_kernels(c.profile);
   const engine::Model& m = fixture_model(f, k.profile.storage);
   const auto prompts = fixture_prompts(f, c.prompts, c.max_prompt_tokens);
@@ -27,16 +25,9 @@ TEST_P(PrefillConformance, PromptStatesBitwiseEqual) {
   }
 }
 
-std::vector<ModelParam> params() {
-  std::vector<std::string> profiles;
-  for (const engine::Profile& p : kGpuSuite ? engine::gpu_profiles() : engine::builtin_profiles())
-    profiles.push_back(p.name);
-  std::vector<ModelParam> v;
-  for (const ModelCase& c : model_cases(fixture_names(), profiles, false)) v.push_back({c});
-  return v;
-}
-
-KVCONF_INSTANTIATE_SUITE_P(PrefillConformance, ::testing::ValuesIn(params()), ModelParamName());
+KVCONF_INSTANTIATE_SUITE_P(PrefillConformance,
+                           ::testing::ValuesIn(model_params(all_suite_profiles(), /*with_slow=*/false)),
+                           ModelParamName());
 
 }  // namespace
 }  // namespace kvconf::conformance::suite

@@ -1,6 +1,6 @@
 // Shared by the model suites: where the fixtures are (KVCONF_FIXTURES_DIR, KVCONF_SHARED_DIR), skipping with the reason
-// when a fixture is absent (failing instead under CI=true, where ../shared must be present), contexts under a profile,
-// and the (case) parameters with their test names.
+// when a fixture is absent (failing instead under CI=true, where ../shared must be present) or a profile cannot run
+// here (ModelSuiteTest), contexts under a profile, and the (case) parameters with their test names.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -63,6 +63,13 @@ inline std::vector<std::string> suite_profiles(const std::vector<std::string>& c
   return kGpuSuite ? gpu : cpu;
 }
 
+// Every profile of this build's model suites: the built-in CPU profiles, or (KVCONF_SUITE_GPU) the GPU profiles.
+inline std::vector<std::string> all_suite_profiles() {
+  std::vector<std::string> v;
+  for (const engine::Profile& p : kGpuSuite ? engine::gpu_profiles() : engine::builtin_profiles()) v.push_back(p.name);
+  return v;
+}
+
 struct ModelParam {
   ModelCase c;
 };
@@ -75,6 +82,17 @@ inline std::vector<ModelParam> model_params(const std::vector<std::string>& prof
     for (const ModelCase& c : model_cases(fixture_names(), profiles, true)) v.push_back({c});
   return v;
 }
+
+// A model suite's test: SetUp() skips with the reason when the case's profile cannot run here
+// (KVCONF_SKIP_IF_UNAVAILABLE), then when its fixture's files are missing (KVCONF_SKIP_IF_MISSING).
+class ModelSuiteTest : public ::testing::TestWithParam<ModelParam> {
+ protected:
+  void SetUp() override {
+    const ModelCase& c = GetParam().c;
+    KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
+    KVCONF_SKIP_IF_MISSING(model_fixture(fixtures(), c.fixture));
+  }
+};
 
 struct ModelParamName {
   std::string operator()(const ::testing::TestParamInfo<ModelParam>& i) const {
