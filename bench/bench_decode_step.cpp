@@ -111,29 +111,46 @@ void roofline_counters(benchmark::State& state, double step_s, std::size_t rows,
   state.counters["ratio"] = step_s / bound_s;
 }
 
+// The timed steps of one benchmark: step() runs one step under steady_clock, sets it as the iteration's manual time
+// and counts the K/V bytes it copied; finish() sets the roofline counters from the means over the steps.
+class StepTimer {
+ public:
+  template <class Step>
+  void step(benchmark::State& state, Step&& run) {
+    const double copied0 = kv_bytes_copied();
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    const double dt = seconds_since(t0);
+    copied_ += kv_bytes_copied() - copied0;
+    state.SetIterationTime(dt);
+    total_ += dt;
+    ++steps_;
+  }
+  void finish(benchmark::State& state, std::size_t rows) const {
+    const double n = static_cast<double>(steps_);
+    roofline_counters(state, total_ / n, rows, copied_ / n);
+  }
+
+ private:
+  double total_ = 0.0, copied_ = 0.0;
+  std::size_t steps_ = 0;
+};
+
 void decode_cache_on(benchmark::State& state, std::size_t prefix) {
   Setup& s = setup();
   if (s.unavailable) return state.SkipWithError(s.unavailable->c_str());
   const std::vector<int> prompt = tokens(prefix + kGrowth, s.model->config.vocab);
   engine::Context ctx(*s.model, *s.kernels, engine::ContextOptions{prefix + kGrowth});
-  double total = 0.0, copied = 0.0;
-  std::size_t steps = 0;
+  StepTimer timer;
   for (auto _ : state) {
     if (ctx.n_cached() == 0 || ctx.n_cached() >= prefix + kGrowth) {  // refill: untimed (manual time)
       ctx.reset();
       ctx.prefill(std::span<const int>(prompt.data(), prefix));
     }
     const int token = prompt[ctx.n_cached()];
-    const double copied0 = kv_bytes_copied();
-    const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(ctx.decode(token));
-    const double dt = seconds_since(t0);
-    copied += kv_bytes_copied() - copied0;
-    state.SetIterationTime(dt);
-    total += dt;
-    ++steps;
+    timer.step(state, [&] { benchmark::DoNotOptimize(ctx.decode(token)); });
   }
-  roofline_counters(state, total / static_cast<double>(steps), prefix, copied / static_cast<double>(steps));
+  timer.finish(state, prefix);
 }
 
 void recompute_cache_off(benchmark::State& state, std::size_t prefix) {
@@ -141,19 +158,9 @@ void recompute_cache_off(benchmark::State& state, std::size_t prefix) {
   if (s.unavailable) return state.SkipWithError(s.unavailable->c_str());
   const std::vector<int> prompt = tokens(prefix + 1, s.model->config.vocab);
   engine::Context ctx(*s.model, *s.kernels);
-  double total = 0.0, copied = 0.0;
-  std::size_t steps = 0;
-  for (auto _ : state) {
-    const double copied0 = kv_bytes_copied();
-    const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(ctx.recompute(prompt));
-    const double dt = seconds_since(t0);
-    copied += kv_bytes_copied() - copied0;
-    state.SetIterationTime(dt);
-    total += dt;
-    ++steps;
-  }
-  roofline_counters(state, total / static_cast<double>(steps), prefix, copied / static_cast<double>(steps));
+  StepTimer timer;
+  for (auto _ : state) timer.step(state, [&] { benchmark::DoNotOptimize(ctx.recompute(prompt)); });
+  timer.finish(state, prefix);
 }
 
 std::string env_or(const char* name, const std::string& fallback) {

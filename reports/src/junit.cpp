@@ -11,28 +11,20 @@ namespace kvconf::reports {
 std::string junit_xml(const std::string& title, const std::vector<RuleVerdict>& v) {
   using detail::xml_escape;
   std::map<std::string, std::vector<const RuleVerdict*>> suites;
-  std::size_t failures = 0, skipped = 0;
+  detail::VerdictCounts n;
   for (const auto& x : v) {
     suites[x.suite].push_back(&x);
-    if (!x.skipped.empty())
-      ++skipped;
-    else if (!x.pass)
-      ++failures;
+    n.add(x);
   }
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << "<testsuites name=\"" << xml_escape(title) << "\" tests=\"" << v.size() << "\" failures=\"" << failures
-    << "\" errors=\"0\" skipped=\"" << skipped << "\">\n";
+  o << "<testsuites name=\"" << xml_escape(title) << "\" tests=\"" << v.size() << "\" failures=\"" << n.failed
+    << "\" errors=\"0\" skipped=\"" << n.skipped << "\">\n";
   for (const auto& [suite, cases] : suites) {
-    std::size_t f = 0, s = 0;
-    for (const auto* c : cases) {
-      if (!c->skipped.empty())
-        ++s;
-      else if (!c->pass)
-        ++f;
-    }
-    o << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << cases.size() << "\" failures=\"" << f
-      << "\" errors=\"0\" skipped=\"" << s << "\">\n";
+    detail::VerdictCounts cn;
+    for (const auto* c : cases) cn.add(*c);
+    o << "  <testsuite name=\"" << xml_escape(suite) << "\" tests=\"" << cases.size() << "\" failures=\"" << cn.failed
+      << "\" errors=\"0\" skipped=\"" << cn.skipped << "\">\n";
     for (const auto* c : cases) {
       o << "    <testcase classname=\"" << xml_escape(suite) << "\" name=\"" << xml_escape(c->name) << "\">\n";
       o << "      <properties>\n";

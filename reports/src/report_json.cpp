@@ -386,7 +386,7 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
   r["kernels"] = kernels;
   r["oracle_points"] = points;
   json verdicts = json::array();
-  std::size_t passed = 0, failed = 0, skipped = 0;
+  detail::VerdictCounts n;
   for (const auto& x : v) {
     json j = {{"suite", x.suite},
               {"name", x.name},
@@ -397,17 +397,12 @@ json report_json(const ReportInput& in, const std::vector<RuleVerdict>& v) {
               {"detail", x.detail},
               {"skipped", x.skipped}};
     verdicts.push_back(j);
-    if (!x.skipped.empty())
-      ++skipped;
-    else if (x.pass)
-      ++passed;
-    else
-      ++failed;
+    n.add(x);
   }
   r["verdicts"] = verdicts;
   r["experiments"] = experiments_json(in.experiments);
-  r["totals"] = {{"verdicts", v.size()}, {"passed", passed},         {"failed", failed},
-                 {"skipped", skipped},   {"pairs", in.pairs.size()}, {"kernel_cases", in.kernels.size()}};
+  r["totals"] = {{"verdicts", v.size()}, {"passed", n.passed},       {"failed", n.failed},
+                 {"skipped", n.skipped}, {"pairs", in.pairs.size()}, {"kernel_cases", in.kernels.size()}};
   return r;
 }
 

@@ -1,5 +1,5 @@
 // Helpers shared by the report writers (internal): JSON numbers that may be non-finite, number formatting, the
-// model×profile grouping, escaping.
+// model×profile grouping, verdicts counted by outcome, escaping.
 #pragma once
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kvconf/numerics/number_text.hpp"
+#include "kvconf/results/rule_verdict.hpp"
 
 namespace kvconf::reports::detail {
 
@@ -36,6 +37,19 @@ inline std::string pct(double x, int decimals = 1) { return num_percent(x, decim
 // A statistic that could not be computed: {"na": reason}.
 inline nlohmann::json na(const std::string& reason) { return {{"na", reason}}; }
 inline bool is_na(const nlohmann::json& j) { return j.is_object() && j.contains("na"); }
+
+// Rule verdicts counted by outcome: not applied (skipped), else passed or failed.
+struct VerdictCounts {
+  std::size_t passed = 0, failed = 0, skipped = 0;
+  void add(const results::RuleVerdict& x) {
+    if (!x.skipped.empty())
+      ++skipped;
+    else if (x.pass)
+      ++passed;
+    else
+      ++failed;
+  }
+};
 
 // XML/HTML text and attribute escaping (& < > " ').
 std::string xml_escape(const std::string& s);

@@ -70,14 +70,9 @@ std::string terminal_summary(const ReportInput& in, const std::vector<RuleVerdic
     double min_headroom = INFINITY;
   };
   std::map<std::string, Agg> kernels;
-  std::size_t passed = 0, failed = 0, skipped = 0;
+  detail::VerdictCounts n;
   for (const auto& x : v) {
-    if (!x.skipped.empty())
-      ++skipped;
-    else if (x.pass)
-      ++passed;
-    else
-      ++failed;
+    n.add(x);
     if (x.suite.rfind("kernels.", 0) == 0) {
       Agg& a = kernels[x.suite];
       if (!x.skipped.empty())
@@ -103,13 +98,13 @@ std::string terminal_summary(const ReportInput& in, const std::vector<RuleVerdic
          {std::to_string(a.fail) + " fail", 10},
          {"", 10},
          {std::isfinite(a.min_headroom) || std::isinf(a.min_headroom) ? fmt(a.min_headroom, 3) : "", 9}});
-  if (failed > 0) {
+  if (n.failed > 0) {
     o += "\nfailed:\n";
     for (const auto& x : v)
       if (x.skipped.empty() && !x.pass) o += "  " + x.suite + " " + x.name + ": " + x.detail + "\n";
   }
-  o += "\n" + std::to_string(v.size()) + " rule verdicts: " + std::to_string(passed) + " passed, " +
-       std::to_string(failed) + " failed, " + std::to_string(skipped) + " skipped\n";
+  o += "\n" + std::to_string(v.size()) + " rule verdicts: " + std::to_string(n.passed) + " passed, " +
+       std::to_string(n.failed) + " failed, " + std::to_string(n.skipped) + " skipped\n";
   return o;
 }
 
