@@ -161,6 +161,9 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
                                          " oracle=" + num(o.r.approx[w]) +
                                          " elements_over_bound=" + std::to_string(kernel_err.failed) +
                                          " max_error=" + num(kernel_err.max_error) + nt));
+  res.back().worst_index = w;  // the numbers of the detail, as fields
+  res.back().worst_value = y[w];
+  res.back().worst_expected = o.r.approx[w];
   const double floor = detail::ulp(kern.info.out, max_oracle);
   const double f = detail::two_sided_factor(c.call.params.softcap);
   res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
@@ -169,6 +172,7 @@ CheckResults check_attention_matches_oracle(const AttentionKernel& kern, const A
                                          std::string(name(kern.info.partial)) + ") error=" + num(naive_err.max_error) +
                                          " factor=" + num(f) + " floor=ulp_" + std::string(name(kern.info.out)) + "(" +
                                          num(max_oracle) + ")=" + num(floor) + nt));
+  res.back().reference_error = naive_err.max_error;  // the bound is a factor times it plus a floor
   return res;
 }
 
@@ -195,7 +199,12 @@ CheckResults check_attention_cache_on_off(const AttentionKernel& kern, const Att
                            " prefill(n_q=" + std::to_string(r.off_call.shape.n_q) +
                            ") pipeline=" + kern.pipeline(r.off_call).name + " at " + where(r.dec_call.shape, at) +
                            " on=" + num(r.on[at]) + " off=" + num(r.off_last[at]) + nt;
-  return {result_of(cmp, "on_off", seed, what)};
+  CheckResult res = result_of(cmp, "on_off", seed, what);
+  res.paths = kern.pipeline(r.dec_call).name + " | " + kern.pipeline(r.off_call).name;  // cache ON | cache OFF
+  res.worst_index = at;
+  res.worst_value = r.on[at];
+  res.worst_expected = r.off_last[at];  // the cache-OFF side's value: the reference of this comparison
+  return {res};
 }
 
 OnOffDiff measure_attention_on_off(const AttentionKernel& kern, const AttentionCase& c, std::uint64_t seed) {

@@ -109,6 +109,9 @@ CheckResults check_gemm_matches_oracle(const kernels::GemmKernel& kern, const Ge
       "path=" + path.name + " order=" + order_name(path.order) + " worst " + where(w, sh.n) + " kernel=" + num(y[w]) +
           " oracle=" + num(orc.approx[w]) + " sum|xw|=" + num(orc.abs_sum[w]) + " elements_over_bound=" +
           std::to_string(kernel_err.failed) + " max_error=" + num(kernel_err.max_error) + seed_note));
+  res.back().worst_index = w;  // the numbers of the detail, as fields
+  res.back().worst_value = y[w];
+  res.back().worst_expected = orc.approx[w];
   const double floor = detail::ulp(out, max_oracle);
   const double k2 = detail::two_sided_factor(0.0);
   res.push_back(detail::bound_result("two_sided", kernel_err.max_error, k2 * naive_err.max_error + floor, seed,
@@ -116,6 +119,7 @@ CheckResults check_gemm_matches_oracle(const kernels::GemmKernel& kern, const Ge
                                          "-accumulation error=" + num(naive_err.max_error) + " factor=" + num(k2) +
                                          " floor=ulp_" + std::string(name(out)) + "(" + num(max_oracle) +
                                          ")=" + num(floor) + seed_note));
+  res.back().reference_error = naive_err.max_error;  // the bound is a factor times it plus a floor
   return res;
 }
 
@@ -188,17 +192,20 @@ CheckResults check_projection_cache_on_off(const kernels::GemmKernel& kern, cons
       cmp.add(r.on[i], r.off[i], 0, i, b);
     }
   const std::string head = r.paths + " " + cmp.stats();
-  if (bitwise) {
-    const std::size_t d = cmp.diff_index;
-    return {detail::bitwise_result(rule, cmp.bitwise_error(), seed,
-                                   head + " max diff at (token,feature)=" + where(d, n) + " on=" + num(r.on[d]) +
-                                       " off=" + num(r.off[d]) + seed_note)};
-  }
-  const std::size_t w = cmp.where[cmp.worst.index].second;
-  return {detail::bound_result(rule, cmp.worst.error, cmp.worst.bound, seed,
-                               head + " worst (token,feature)=" + where(w, n) + " on=" + num(r.on[w]) +
-                                   " off=" + num(r.off[w]) +
-                                   " elements_over_bound=" + std::to_string(cmp.worst.failed) + seed_note)};
+  const std::size_t w = bitwise ? cmp.diff_index : cmp.where[cmp.worst.index].second;
+  CheckResult res =
+      bitwise ? detail::bitwise_result(rule, cmp.bitwise_error(), seed,
+                                       head + " max diff at (token,feature)=" + where(w, n) + " on=" + num(r.on[w]) +
+                                           " off=" + num(r.off[w]) + seed_note)
+              : detail::bound_result(rule, cmp.worst.error, cmp.worst.bound, seed,
+                                     head + " worst (token,feature)=" + where(w, n) + " on=" + num(r.on[w]) +
+                                         " off=" + num(r.off[w]) +
+                                         " elements_over_bound=" + std::to_string(cmp.worst.failed) + seed_note);
+  res.paths = r.paths;  // the numbers of the detail, as fields
+  res.worst_index = w;
+  res.worst_value = r.on[w];
+  res.worst_expected = r.off[w];
+  return {res};
 }
 
 OnOffDiff measure_projection_on_off(const kernels::GemmKernel& kern, const ProjectionCase& c, std::uint64_t seed) {

@@ -96,6 +96,9 @@ CheckResults check_norm_matches_oracle(const kernels::NormKernel& kern, const No
                                          ") kernel=" + num(y[at]) + " oracle=" + num(orc.approx[at]) +
                                          " elements_over_bound=" + std::to_string(kernel_err.failed) +
                                          " max_error=" + num(kernel_err.max_error) + nt));
+  res.back().worst_index = at;  // the numbers of the detail, as fields
+  res.back().worst_value = y[at];
+  res.back().worst_expected = orc.approx[at];
   const double floor = detail::ulp(out, max_oracle);
   const double f = detail::two_sided_factor(0.0);
   res.push_back(detail::bound_result("two_sided", kernel_err.max_error, f * naive_err.max_error + floor, seed,
@@ -103,6 +106,7 @@ CheckResults check_norm_matches_oracle(const kernels::NormKernel& kern, const No
                                          " sum of squares, HF fp32 pipeline error=" + num(naive_err.max_error) +
                                          " factor=" + num(f) + " floor=ulp_" + std::string(name(out)) + "(" +
                                          num(max_oracle) + ")=" + num(floor) + nt));
+  res.back().reference_error = naive_err.max_error;  // the bound is a factor times it plus a floor
   return res;
 }
 

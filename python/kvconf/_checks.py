@@ -98,7 +98,8 @@ def _run(kernel: _Kernel, case: Case, call: Any, run: Callable[[], list[_core.Ch
     finally:
         kernel.case_id = ""
     return Report(kernel, case, [Result(r.rule, r.passed, r.error, r.bound, r.headroom, r.seed, case.id, kernel.name,
-                                        r.detail) for r in raw], reproduce=reproduce)
+                                        r.detail, r.reference_error, r.worst_index, r.worst_value, r.worst_expected,
+                                        r.paths) for r in raw], reproduce=reproduce)
 
 
 def _reproduce(fn: str, kernel: _Kernel, finder: str, case: Case, seed: int | None) -> str:

@@ -5,7 +5,6 @@ it charges, the reference's error where there is one, and how to reproduce it.""
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import TYPE_CHECKING, Iterable, Union
 
 from . import _core
@@ -31,13 +30,13 @@ class Result:
     seed: int
     case_id: str
     kernel: str
-    detail: str      # the worst element, the values on both sides, the paths each side took
-
-    @property
-    def reference_error(self) -> float | None:
-        """The naive same-precision reference's error (two_sided only), else None."""
-        m = re.search(r"\berror=([-+0-9.eE]+|inf|nan)", self.detail) if self.rule == "two_sided" else None
-        return float(m.group(1)) if m else None
+    detail: str      # for people: the worst element, the values on both sides, the paths each side took
+    # The numbers behind `detail` as fields (None / "" where the rule has none), read from the C++ result:
+    reference_error: float | None = None  # two_sided: the naive same-precision reference's own error
+    worst_index: int | None = None        # flat index of the worst element of the kernel's output
+    worst_value: float | None = None      # the kernel's value there
+    worst_expected: float | None = None   # the oracle's (on/off rules: the cache-OFF side's) value there
+    paths: str = ""                       # on/off rules: the kernel paths the two sides took, "on | off"
 
     def __str__(self) -> str:
         return (f"{self.rule} {'pass' if self.passed else 'FAIL'} error={self.error:.9g} bound={self.bound:.9g} "

@@ -24,7 +24,8 @@ class TraceCheck:
         self.out = out
         self.results = [Result(r["rule"], bool(r["pass"]), _num(r["error"]), _num(r["bound"]), _num(r["headroom"]),
                                int(r.get("seed", 0)), rec.get("prompt_id", ""), rec.get("profile", ""),
-                               r.get("detail", ""))
+                               r.get("detail", ""), _opt(r.get("reference_error")), r.get("worst_index"),
+                               _opt(r.get("worst_value")), _opt(r.get("worst_expected")), r.get("paths", ""))
                         for rec in records for r in rec.get("rules", [])]
 
     @property
@@ -38,6 +39,10 @@ class TraceCheck:
 
 def _num(v: float | str) -> float:
     return float(v)  # a number, or "inf", "-inf", "nan" (JSON has no infinities; records.hpp json_number)
+
+
+def _opt(v: float | str | None) -> float | None:
+    return None if v is None else _num(v)
 
 
 def check_traces(on: PathArg, off: PathArg, model: PathArg | None = None, *, out: PathArg | None = None,

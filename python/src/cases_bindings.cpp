@@ -28,7 +28,7 @@ Set set_arg(const std::string& s) {
   if (s == "quick") return Set::quick;
   if (s == "default") return Set::standard;
   if (s == "full") return Set::full;
-  throw std::invalid_argument("set='" + s + "': expected 'quick', 'default' or 'full'");
+  throw std::invalid_argument("case_set='" + s + "': expected 'quick', 'default' or 'full'");
 }
 
 // The suites' table for `default` (fast cases) and `full`; the sweep's quick shapes for `quick`.
@@ -41,12 +41,12 @@ std::vector<C> pick(Set s, std::vector<C> quick, std::vector<C> table) {
   return v;
 }
 
-// m.<name>(set="quick"): the sweep's quick shapes, or the suites' table (default: its fast cases; full: all).
+// m.<name>(case_set="quick"): the sweep's quick shapes, or the suites' table (default: its fast cases; full: all).
 template <class C>
 void def_cases(nb::module_& m, const char* name, std::vector<C> (*quick)(bool), std::vector<C> (*table)()) {
   m.def(
-      name, [quick, table](const std::string& set) { return pick(set_arg(set), quick(true), table()); },
-      nb::arg("set") = "quick");
+      name, [quick, table](const std::string& case_set) { return pick(set_arg(case_set), quick(true), table()); },
+      nb::arg("case_set") = "quick");
 }
 
 std::string call_repr(const AttentionCall& c) {

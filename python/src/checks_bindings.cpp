@@ -35,7 +35,12 @@ void bind_checks(nb::module_& m) {
       .def_ro("bound", &CheckResult::bound)
       .def_ro("headroom", &CheckResult::headroom)
       .def_ro("seed", &CheckResult::seed)
-      .def_ro("detail", &CheckResult::detail);
+      .def_ro("detail", &CheckResult::detail)
+      .def_ro("reference_error", &CheckResult::reference_error)
+      .def_ro("worst_index", &CheckResult::worst_index)
+      .def_ro("worst_value", &CheckResult::worst_value)
+      .def_ro("worst_expected", &CheckResult::worst_expected)
+      .def_ro("paths", &CheckResult::paths);
   m.def("seed_for", &conformance::seed_for, nb::arg("rule"), nb::arg("case_id"));
   // Every consumer runs kernel_rules.hpp's tables: these are the suites' and the sweep's rules, with their seeds.
   // rules: names from the kind's table (empty: all); seed: one seed for every rule (None: seed_for(rule, case id)).

@@ -6,6 +6,7 @@
 #include "kernels_bindings.hpp"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <cmath>

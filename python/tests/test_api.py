@@ -79,3 +79,21 @@ def test_results_carry_rule_error_bound_headroom_seed_case():
             assert 0 < r.bound and 0 <= r.error <= r.bound
             assert r.headroom == pytest.approx((r.bound - r.error) / r.bound)
     assert report.rule("two_sided").reference_error > 0
+
+
+def test_the_numbers_of_a_result_are_fields():
+    """Structured results: what a consumer needs is a field, not text to parse. The worst element's values reproduce the
+    rule's error, two_sided's bound is built from the reference's error, and an on/off rule names both sides' paths."""
+    from sdpa_attention import sdpa_attention
+    k = kvconf.AttentionKernel(sdpa_attention, dtype=torch.float16, exp_error_ulps=20, name="sdpa")
+    case = kvconf.attention_cases("quick")[1]
+    report = kvconf.check_attention(k, case, rules=["oracle", "on_off"])
+    oracle, two_sided, on_off = report.rule("oracle_bound"), report.rule("two_sided"), report.rule("on_off_bound")
+    assert oracle.worst_index is not None and oracle.worst_value is not None and oracle.worst_expected is not None
+    # the error is |kernel - oracle| at the worst element (the largest error over bound), rounded up once in double
+    assert oracle.error == pytest.approx(abs(oracle.worst_value - oracle.worst_expected), rel=1e-12)
+    assert two_sided.reference_error is not None and two_sided.reference_error > 0
+    assert two_sided.bound >= 2 * two_sided.reference_error  # factor >= 2 times it, plus a floor of one ulp
+    assert on_off.paths.count(" | ") == 1 and on_off.worst_index is not None
+    assert on_off.error == pytest.approx(abs(on_off.worst_value - on_off.worst_expected), rel=1e-12)
+    assert oracle.reference_error is None and oracle.paths == ""

@@ -155,13 +155,20 @@ std::string RunPairRecord::key() const {
 std::string KernelCaseRecord::key() const { return kernel + "|" + case_id; }
 
 json to_json(const CheckResult& r) {
-  return {{"rule", r.rule},
-          {"pass", r.pass},
-          {"error", num(r.error)},
-          {"bound", num(r.bound)},
-          {"headroom", num(r.headroom)},
-          {"seed", r.seed},
-          {"detail", r.detail}};
+  json j = {{"rule", r.rule},
+            {"pass", r.pass},
+            {"error", num(r.error)},
+            {"bound", num(r.bound)},
+            {"headroom", num(r.headroom)},
+            {"seed", r.seed},
+            {"detail", r.detail}};
+  // The structured fields, only where the rule has them (older readers see the same record as before).
+  if (r.reference_error) j["reference_error"] = num(*r.reference_error);
+  if (r.worst_index) j["worst_index"] = *r.worst_index;
+  if (r.worst_value) j["worst_value"] = num(*r.worst_value);
+  if (r.worst_expected) j["worst_expected"] = num(*r.worst_expected);
+  if (!r.paths.empty()) j["paths"] = r.paths;
+  return j;
 }
 
 CheckResult check_result_from_json(const json& j) {
@@ -173,6 +180,11 @@ CheckResult check_result_from_json(const json& j) {
   r.headroom = get_num(j, "rule", "headroom");
   r.seed = get_uint(j, "rule", "seed");
   r.detail = get_str(j, "rule", "detail");
+  if (j.contains("reference_error")) r.reference_error = get_num(j, "rule", "reference_error");
+  if (j.contains("worst_index")) r.worst_index = get_uint(j, "rule", "worst_index");
+  if (j.contains("worst_value")) r.worst_value = get_num(j, "rule", "worst_value");
+  if (j.contains("worst_expected")) r.worst_expected = get_num(j, "rule", "worst_expected");
+  if (j.contains("paths")) r.paths = get_str(j, "rule", "paths");
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kvconf/conformance/cases.hpp"
+#include "check_results.hpp"
 
 namespace kvconf::conformance::suite {
 namespace {
@@ -16,8 +17,9 @@ namespace {
 const KnownFinding& first() { return kKnownFindings[0]; }
 
 CheckResults results_with(double error, bool pass, std::uint64_t seed) {
-  CheckResult oracle{"oracle_bound", true, 1e-7, 1e-3, 0.9999, seed, ""};
-  CheckResult two_sided{first().rule, pass, error, 1.09e-6, (1.09e-6 - error) / 1.09e-6, seed, ""};
+  CheckResult oracle = kvconf::testing::make_result("oracle_bound", true, 1e-7, 1e-3, 0.9999, seed, "");
+  CheckResult two_sided =
+      kvconf::testing::make_result(first().rule, pass, error, 1.09e-6, (1.09e-6 - error) / 1.09e-6, seed, "");
   return {oracle, two_sided};
 }
 

@@ -4,6 +4,7 @@
 
 #include "kvconf/reports/report.hpp"
 #include "synthetic_records.hpp"
+#include "check_results.hpp"
 
 namespace kvconf::reports {
 namespace {
@@ -179,7 +180,8 @@ TEST(ReportRules, ScenarioProfilesGetScenarioRulesNotTheFp32Rules) {
   ReportInput in;
   in.pairs.push_back(synthetic_pair("m", "fp16-eager+batch", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 1e-3));
   in.pairs.push_back(synthetic_pair("m", "fp32+batch", "greedy", 0, "ids:00", 8, std::nullopt, 1e-6, 1e-3));
-  for (auto& p : in.pairs) p.rules.push_back({"cached_kv", true, 0.0, 0.0, 1.0, 1, "equal"});
+  for (auto& p : in.pairs)
+    p.rules.push_back(kvconf::testing::make_result("cached_kv", true, 0.0, 0.0, 1.0, 1, "equal"));
   auto v = evaluate_rules(in);
   EXPECT_EQ(find(v, "model.m.fp32+batch", "Fp32KlRatio"), nullptr);
   EXPECT_EQ(find(v, "model.m.fp32+batch", "Fp32TokensIdentical"), nullptr);

@@ -13,6 +13,7 @@
 #include "kvconf/conformance/model_rules.hpp"
 #include "kvconf/results/records.hpp"
 #include "kvconf/reports/report.hpp"
+#include "check_results.hpp"
 
 namespace kvconf {
 namespace {
@@ -118,8 +119,8 @@ TEST(SuiteReportAgree, Fp32KlRatio) {
 }
 
 TEST(SuiteReportAgree, FlipsAreNearTies) {
-  results::CheckResult near_tie{"flip_near_tie", true, 0.5, 1.0, 0.5, 0, ""};
-  results::CheckResult past{"flip_near_tie", false, 1.5, 1.0, -0.5, 0, ""};
+  const results::CheckResult near_tie = kvconf::testing::make_result("flip_near_tie", true, 0.5, 1.0, 0.5, 0, "");
+  const results::CheckResult past = kvconf::testing::make_result("flip_near_tie", false, 1.5, 1.0, -0.5, 0, "");
   for (const auto& rules : {std::vector{near_tie}, std::vector{past}, std::vector{near_tie, past}}) {
     std::vector<RunPairRecord> pairs;
     for (std::size_t i = 0; i < rules.size(); ++i) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kvconf/results/check_result.hpp"
 
@@ -22,6 +24,20 @@ inline const results::CheckResult* find_rule(const results::CheckResults& r, con
 inline results::CheckResult rule_of(const results::CheckResults& r, const std::string& rule) {
   const results::CheckResult* c = find_rule(r, rule);
   return c ? *c : results::CheckResult{};
+}
+
+// A result from its core numbers (a synthetic record's rule; the checks also fill the structured fields).
+inline results::CheckResult make_result(std::string rule, bool pass, double error, double bound, double headroom,
+                                        std::uint64_t seed, std::string detail) {
+  results::CheckResult r;
+  r.rule = std::move(rule);
+  r.pass = pass;
+  r.error = error;
+  r.bound = bound;
+  r.headroom = headroom;
+  r.seed = seed;
+  r.detail = std::move(detail);
+  return r;
 }
 
 }  // namespace kvconf::testing

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,14 @@ struct CheckResult {
   double bound = 0.0;     // its threshold (from reference/ bounds; 0 for bitwise rules)
   double headroom = 0.0;  // (bound − error) / bound; for bitwise rules 1 when equal, −inf otherwise
   std::uint64_t seed = 0;
-  std::string detail;  // worst element, its values, the seed: enough to reproduce
+  std::string detail;  // for people: worst element, its values, the seed; consumers read the fields below
+  // The numbers behind `detail`, where the rule has them (empty otherwise):
+  std::optional<double> reference_error;   // two_sided: the naive reference implementation's own error (the bound is
+                                           // a factor times it plus a floor)
+  std::optional<std::size_t> worst_index;  // flat index of the worst element of the kernel's output
+  std::optional<double> worst_value;       // the kernel's value there
+  std::optional<double> worst_expected;    // the oracle's value there
+  std::string paths;                       // the kernel paths (launch plans) the compared runs took, "on | off"
 };
 using CheckResults = std::vector<CheckResult>;
 
