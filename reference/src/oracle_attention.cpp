@@ -23,6 +23,9 @@
 //     This is the a-priori bound of the MPFR evaluation (relative (n + d)-free: the sums are
 //     correctly rounded by mpfr_sum, so only one rounding per exp and per sum enters); the quotient
 //     interval is evaluated with directed rounding. Certified when both ends round alike.
+// The integers K·2^-lo_k and V·2^-ev are made once per call, and the integer sums of steps 1–2 are exact in any
+// order (oracle_attention_setup.cpp, oracle_kernels.hpp); the fused decode path also checks K and V while making
+// them, at the format's own fixed point (setup_fused: the same numbers scaled by powers of two).
 #include <algorithm>
 #include <cmath>
 #include <algorithm>
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "oracle_attention_row.hpp"
+#include "oracle_kernels.hpp"
 
 namespace kvconf::ref {
 namespace attention_impl {
@@ -67,6 +71,7 @@ void RowEval::run(std::size_t i, std::size_t h, AttentionResult& res) {
   nv_ = static_cast<std::size_t>(jh - jl);
   prec_used_ = 0;
   rational_used_ = false;
+  v_checked_ = false;
   scores();
 
   pending_.clear();
@@ -82,6 +87,11 @@ void RowEval::run(std::size_t i, std::size_t h, AttentionResult& res) {
       pending_ = all;
   } else {
     for (std::size_t c = 0; c < sh.d_v; ++c) pending_.push_back(c);
+  }
+  if (s_.fused && !v_checked_) {  // level 0 stopped before reading V: test this head's rows of V here
+    detail::ConvertCheck chk(s_.in);
+    for (std::size_t j = 0; j < nv_; ++j) chk.add(s_.vrow(jl_ + j, g_), sh.d_v);
+    if (int bits = 0; !chk.finish(&bits)) s_.invalid_or_abandon();
   }
   mpfr_prec_t P = std::min<mpfr_prec_t>(kFirstMpfrLevel, std::max<mpfr_prec_t>(s_.op.max_prec, 32));
   if (!first_done) {
@@ -158,49 +168,18 @@ AttentionResult attention(std::span<const double> q, std::span<const double> k, 
   detail::check_size(kFn, "v", v.size(), checked_mul(kFn, checked_mul(kFn, sh.n_kv, sh.n_kv_heads), sh.d_v),
                      "n_kv*n_kv_heads*d_v");
   const detail::Range rq = detail::check_values(kFn, "q", q, in);
+  if (Setup s = attention_impl::setup_common(q, k, v, sh, pr, in, op); attention_impl::setup_fused(s, rq)) {
+    try {
+      return attention_impl::evaluate(s);
+    } catch (const attention_impl::Abandon&) {
+      // the standard way below
+    }
+  }
   const detail::Range rk = detail::check_values(kFn, "k", k, in);
   const detail::Range rv = detail::check_values(kFn, "v", v, in);
-
-  Setup s;
-  s.sh = sh;
-  s.pr = pr;
-  s.op = op;
-  s.q = q;
-  s.k = k;
-  s.v = v;
-  s.group = sh.n_heads / sh.n_kv_heads;
-  s.sgn = pr.exact_inv_sqrt_d ? 1 : (pr.scale > 0) - (pr.scale < 0);
-  s.sq = detail::fixed_scale(rq.lo);
-  s.sk = detail::fixed_scale(rk.lo);
-  if (op.fast_paths && detail::int_dot_fits(rq, rk, sh.d) && s.sq != 0 && s.sk != 0) {
-    s.int_qk = true;
-    s.qk64 = rq.span() + rk.span() + detail::ceil_log2(sh.d) <= 62;
-    s.E = rq.lo + rk.lo;
-  } else {
-    s.dprec = detail::exact_sum_prec(rq, rk, sh.d) + 1;
-  }
-  s.rv = rv;
-  s.sv = detail::fixed_scale(rv.lo);
-  const int L = detail::ceil_log2(sh.n_kv + 1);
-  const int F = std::min(62, 124 - rv.span() - L);
-  if (op.fast_paths && rv.span() <= 62 && F >= 40 && s.sv != 0) {
-    s.F = F;
-    s.av64 = rv.span() + L <= 62;
-  }
-
-  AttentionResult res;
-  const std::size_t n_out = sh.n_q * sh.n_heads * sh.d_v;
-  res.out.assign(n_out, 0.0);
-  res.approx.assign(n_out, 0.0);
-  res.sum_p_abs_v.assign(n_out, 0.0);
-  res.sum_p_abs_dev.assign(n_out, 0.0);
-  res.certified.assign(n_out, 1);
-  res.rows.assign(sh.n_q * sh.n_heads, AttentionRowStats{});
-  if (n_out == 0) return res;
-  RowEval ev(s);
-  for (std::size_t i = 0; i < sh.n_q; ++i)
-    for (std::size_t h = 0; h < sh.n_heads; ++h) ev.run(i, h, res);
-  return res;
+  Setup s = attention_impl::setup_common(q, k, v, sh, pr, in, op);
+  attention_impl::setup_standard(s, rq, rk, rv);
+  return attention_impl::evaluate(s);
 }
 
 }  // namespace kvconf::ref

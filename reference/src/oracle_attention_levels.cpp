@@ -9,6 +9,7 @@
 
 #include "kvconf/reference/mpfr_format.hpp"
 #include "oracle_attention_row.hpp"
+#include "oracle_kernels.hpp"
 
 namespace kvconf::ref::attention_impl {
 
@@ -75,33 +76,44 @@ bool RowEval::level0(Outputs& out) {
   }
   // Exact sums: Σ̃ = Σ Ẽ_j, Ñ_c = Σ Ẽ_j V_jc, and Σ_j |V_jc| over all visible j. V: (n_kv, Hk, d_v).
   // V_jc = v_jc·sv is exact (an integer below 2^62).
+  // V rows as integers: converted once per call (pre), else here per chunk of keys (each row is read once).
   i128 St = 0;
+  for (std::size_t j = 0; j < nv_; ++j) St += Et_[j];
   std::fill(Nc_.begin(), Nc_.end(), 0);
   std::fill(AVc_.begin(), AVc_.end(), 0);
   std::fill(AV64_.begin(), AV64_.end(), 0);
-  i128* N = Nc_.data();
-  const double sv = s_.sv;
-  const auto accumulate = [&](auto* AV) {
-    for (std::size_t j = 0; j < nv_; ++j) {
-      const std::int64_t Ej = static_cast<std::int64_t>(Et_[j]);
-      const double* vr = s_.vrow(jl_ + j, g_);
-      if (Ej == 0) {
-        for (std::size_t c = 0; c < dv; ++c) AV[c] += static_cast<std::int64_t>(std::fabs(vr[c]) * sv);
-        continue;
+  const bool prefix = s_.pre && s_.av64;  // Σ_j |V_jc| over [jl, jh) from the prefix sums
+  std::int64_t* av64 = !prefix && s_.av64 ? AV64_.data() : nullptr;
+  const std::size_t chunk = s_.pre ? kPreChunk : kRowChunk;
+  detail::ConvertCheck chk(s_.in);  // fused: V's rows of this head tested as they are converted
+  for (std::size_t j0 = 0; j0 < nv_; j0 += chunk) {
+    const std::size_t m = std::min(chunk, nv_ - j0);
+    for (std::size_t t = 0; t < m; ++t) {
+      const std::size_t j = jl_ + j0 + t;
+      if (s_.pre) {
+        vrows_[t] = s_.virow(j, g_);
+      } else {
+        vrows_[t] = Vscr_.data() + t * dv;
+        if (s_.fused)
+          chk.to_int(s_.vrow(j, g_), dv, Vscr_.data() + t * dv);
+        else
+          detail::to_int(s_.vrow(j, g_), s_.sv, Vscr_.data() + t * dv, dv, s_.v32);
       }
-      St += Ej;
-      for (std::size_t c = 0; c < dv; ++c) {
-        const auto V = static_cast<std::int64_t>(vr[c] * sv);
-        N[c] += static_cast<i128>(Ej) * V;
-        AV[c] += V < 0 ? -V : V;
-      }
+      if (!s_.av64) detail::add_abs(vrows_[t], dv, AVc_.data());  // else the prefix sums or accumulate_ev's
     }
-  };
-  if (s_.av64) {
-    accumulate(AV64_.data());
+    // int32 values: V's span <= 31, or the fused path's conversions (values that fail its test give int32 too).
+    detail::accumulate_ev(Et_.data() + j0, vrows_.data(), m, dv, s_.v32, Nc_.data(), av64);
+  }
+  if (s_.fused) {
+    int bits = 0;  // an int32 value each (|V| <= 2^31): the limbs' products and sums were exact
+    if (!chk.finish(&bits)) s_.invalid_or_abandon();
+    v_checked_ = true;
+  }
+  if (prefix) {
+    const std::int64_t *a = s_.avprow(jl_, g_), *b = s_.avprow(jl_ + nv_, g_);
+    for (std::size_t c = 0; c < dv; ++c) AVc_[c] = b[c] - a[c];
+  } else if (s_.av64) {
     for (std::size_t c = 0; c < dv; ++c) AVc_[c] = AV64_[c];
-  } else {
-    accumulate(AVc_.data());
   }
   const i128* AV = AVc_.data();
   const i128 eta = static_cast<i128>(detail::kFixedExpEta);
@@ -322,14 +334,13 @@ void RowEval::conditions(Outputs& out) {
   double* B = out.res.sum_p_abs_dev.data() + out.base;
   std::fill(A, A + dv, 0.0);
   std::fill(B, B + dv, 0.0);
+  // Keys with p_j = 0 add nothing and are skipped; the others in key order (the order of the sums' roundings).
+  std::size_t m = 0;
   for (std::size_t j = 0; j < nv_; ++j) {
-    const double pj = p_[j];
-    if (pj == 0.0) continue;
-    const double* vr = s_.vrow(jl_ + j, g_);
-    for (std::size_t c = 0; c < dv; ++c) {
-      A[c] += pj * std::fabs(vr[c]);
-      B[c] += pj * std::fabs(vr[c] - o_[c]);
-    }
+    if (p_[j] == 0.0) continue;
+    pc_[m] = p_[j];
+    crow_[m++] = s_.vrow(jl_ + j, g_);
   }
+  detail::condition_sums(pc_.data(), crow_.data(), m, dv, o_.data(), A, B);
 }
 }  // namespace kvconf::ref::attention_impl

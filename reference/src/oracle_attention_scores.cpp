@@ -9,6 +9,7 @@
 
 #include "kvconf/reference/mpfr_format.hpp"
 #include "oracle_attention_row.hpp"
+#include "oracle_kernels.hpp"
 
 namespace kvconf::ref::attention_impl {
 
@@ -22,24 +23,51 @@ void RowEval::scores() {
     }
     const std::int64_t* qr = Qr_.data();
     const std::int64_t* qa = Qa_.data();
-    const double sk = s_.sk;
-    for (std::size_t j = 0; j < nv_; ++j) {
-      const double* kr = s_.krow(jl_ + j, g_);
-      if (s_.qk64) {
+    if (s_.fused) {  // K's rows of this head tested as they are converted (oracle_attention_setup.cpp)
+      detail::ConvertCheck chk(s_.in);
+      for (std::size_t j = 0; j < nv_; ++j) {
+        std::int64_t acc = 0, aabs = 0;
+        chk.dot_i32(qr, qa, s_.krow(jl_ + j, g_), d, &acc, &aabs);
+        D_[j] = acc;
+        Dabs_[j] = aabs;
+      }
+      int bits = 0;
+      if (!chk.finish(&bits)) s_.invalid_or_abandon();
+      // Exact products of |Q| < 2^span_q and |K| < 2^bits; every partial sum below 2^63 in magnitude.
+      if (s_.span_q + bits + detail::ceil_log2(d) > 63) throw Abandon{};
+    }
+    for (std::size_t j = 0; j < nv_ && !s_.fused; ++j) {
+      // K row j as integers K·2^-lo_k: converted once per call (pre), else here, where it is read once.
+      if (!s_.pre && s_.qk32) {
+        std::int64_t acc = 0, aabs = 0;
+        detail::dot_i32_from_double(qr, qa, s_.krow(jl_ + j, g_), s_.sk, d, &acc, &aabs);
+        D_[j] = acc;
+        Dabs_[j] = aabs;
+        continue;
+      }
+      const std::int64_t* kr = Kscr_.data();
+      if (s_.pre)
+        kr = s_.kirow(jl_ + j, g_);
+      else
+        detail::to_int(s_.krow(jl_ + j, g_), s_.sk, Kscr_.data(), d, s_.k32);
+      if (s_.qk32) {
+        std::int64_t acc = 0, aabs = 0;
+        detail::dot_i32(qr, qa, kr, d, &acc, &aabs);
+        D_[j] = acc;
+        Dabs_[j] = aabs;
+      } else if (s_.qk64) {
         std::int64_t acc = 0, aabs = 0;
         for (std::size_t t = 0; t < d; ++t) {
-          const auto kk = static_cast<std::int64_t>(kr[t] * sk);
-          acc += qr[t] * kk;
-          aabs += qa[t] * (kk < 0 ? -kk : kk);
+          acc += qr[t] * kr[t];
+          aabs += qa[t] * (kr[t] < 0 ? -kr[t] : kr[t]);
         }
         D_[j] = acc;
         Dabs_[j] = aabs;
       } else {
         i128 acc = 0, aabs = 0;
         for (std::size_t t = 0; t < d; ++t) {
-          const auto kk = static_cast<std::int64_t>(kr[t] * sk);
-          acc += static_cast<i128>(qr[t]) * kk;
-          aabs += static_cast<i128>(qa[t]) * (kk < 0 ? -kk : kk);
+          acc += static_cast<i128>(qr[t]) * kr[t];
+          aabs += static_cast<i128>(qa[t]) * (kr[t] < 0 ? -kr[t] : kr[t]);
         }
         D_[j] = acc;
         Dabs_[j] = aabs;

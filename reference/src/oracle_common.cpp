@@ -39,6 +39,7 @@ void check_size(std::string_view fn, std::string_view arg, std::size_t size, std
 }
 
 Range check_values(std::string_view fn, std::string_view arg, std::span<const double> x, Format f, bool allow_neg_inf) {
+  if (Range fast; fast_check_values(x, f, &fast)) return fast;
   const FormatInfo& fi = info(f);
   const int min_lsb = fi.emin - fi.man_bits;
   int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();

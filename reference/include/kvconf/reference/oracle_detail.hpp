@@ -31,6 +31,10 @@ struct Range;
 // returns range_of(x) (computed in the same pass).
 Range check_values(std::string_view fn, std::string_view arg, std::span<const double> x, Format f,
                    bool allow_neg_inf = false);
+// check_values' first try, one branch-free (vectorised) pass over x: true when every x[i] is finite and
+// representable in f, with *r = range_of(x); false when undecided (a bad value, -inf, fp64, or data too wide for
+// one fixed point), and check_values then runs its element-by-element test. Both accept the same values.
+bool fast_check_values(std::span<const double> x, Format f, Range* r);
 // a·b, throwing std::invalid_argument on overflow.
 std::size_t checked_mul(std::string_view fn, std::size_t a, std::size_t b);
 
