@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvconf/numerics/rounding.hpp"
+#include "oracle_bench.hpp"
 #include "kvconf/reference/oracle.hpp"
 #include "kvconf/reference/oracle_naive.hpp"
 
@@ -33,13 +34,7 @@ struct Problem {
   std::vector<double> reference;  // the oracle's output, computed once
 };
 
-std::vector<double> randn_fp16(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  std::vector<double> x(n);
-  for (auto& t : x) t = kvconf::round_to(Format::fp16, nd(g));
-  return x;
-}
+using kvconf::bench::randn_fp16;
 
 Problem make(const char* name, std::size_t n_q, std::size_t n_kv, std::size_t d, std::uint64_t seed) {
   Problem p{name, {n_q, n_kv, 1, 1, d, d}, {}, {}, {}, {}, {}};
@@ -111,8 +106,7 @@ class Reporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  static Problem decode = make("decode_nkv4096_d128", 1, 4096, 128, 7);
-  static Problem prefill = make("prefill_n512_d128", 512, 512, 128, 17);
+  static auto [decode, prefill] = kvconf::bench::make_decode_and_prefill(make);  // the shapes both benchmarks time
   for (Problem* p : {&decode, &prefill})
     p->reference = ref::attention(p->q, p->k, p->v, p->sh, p->pr, Format::fp16, options()).out;
 
@@ -122,12 +116,9 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("naive_boost/prefill_n512_d128", bm_naive, &prefill)
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   Reporter rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
-  benchmark::Shutdown();
-  for (const char* n : {"decode_nkv4096_d128", "prefill_n512_d128"}) {
+  if (!kvconf::bench::run_benchmarks(argc, argv, rep)) return 2;
+  for (const char* n : {decode.name, prefill.name}) {
     const auto o = rep.seconds.find(std::string("oracle/") + n);
     const auto b = rep.seconds.find(std::string("naive_boost/") + n);
     if (o != rep.seconds.end() && b != rep.seconds.end())

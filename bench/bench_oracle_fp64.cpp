@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvconf/numerics/rounding.hpp"
+#include "oracle_bench.hpp"
 #include "kvconf/reference/oracle.hpp"
 #include "kvconf/reference/oracle_detail.hpp"
 
@@ -32,13 +33,7 @@ struct Problem {
   std::vector<double> s, out;   // the fp64 loop's scratch (n_kv) and output (n_q, d), allocated once with the inputs
 };
 
-std::vector<double> randn_fp16(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  std::vector<double> x(n);
-  for (auto& t : x) t = kvconf::round_to(Format::fp16, nd(g));
-  return x;
-}
+using kvconf::bench::randn_fp16;
 
 Problem make(const char* name, std::size_t n_q, std::size_t n_kv, std::size_t d, std::uint64_t seed) {
   Problem p{name, {n_q, n_kv, 1, 1, d, d}, {}, {}, {}, {}, {}, {}, {}};
@@ -117,8 +112,7 @@ void bm_oracle(benchmark::State& state, const Problem* p) {
 void bm_check_values(benchmark::State& state, const Problem* p) {
   for (auto _ : state) {
     int lo = 0;
-    for (const auto* x : {&p->q, &p->k, &p->v})
-      lo += ref::detail::check_values("bench", "x", *x, Format::fp16).lo;
+    for (const auto* x : {&p->q, &p->k, &p->v}) lo += ref::detail::check_values("bench", "x", *x, Format::fp16).lo;
     benchmark::DoNotOptimize(lo);
   }
 }
@@ -146,8 +140,7 @@ class Reporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  static Problem decode = make("decode_nkv4096_d128", 1, 4096, 128, 7);
-  static Problem prefill = make("prefill_n512_d128", 512, 512, 128, 17);
+  static auto [decode, prefill] = kvconf::bench::make_decode_and_prefill(make);  // the shapes both benchmarks time
   for (Problem* p : {&decode, &prefill})
     p->approx = ref::attention(p->q, p->k, p->v, p->sh, p->pr, Format::fp16, options()).approx;
   for (Problem* p : {&decode, &prefill}) {
@@ -156,17 +149,14 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("oracle/" + n).c_str(), bm_oracle, p)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("check_values/" + n).c_str(), bm_check_values, p)->Unit(benchmark::kMillisecond);
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   Reporter rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
-  benchmark::Shutdown();
-  for (const char* n : {"decode_nkv4096_d128", "prefill_n512_d128"}) {
+  if (!kvconf::bench::run_benchmarks(argc, argv, rep)) return 2;
+  for (const char* n : {decode.name, prefill.name}) {
     const double f = rep.get(std::string("fp64_loop/") + n), o = rep.get(std::string("oracle/") + n);
     const double val = rep.get(std::string("check_values/") + n);
     if (f > 0 && o > 0)
-      std::printf("ratio %-20s oracle %8.3f ms  fp64 loop %8.3f ms  => %5.2fx (goal <= 2x)  check_values %6.3f ms\n",
-                  n, o * 1e3, f * 1e3, o / f, val * 1e3);
+      std::printf("ratio %-20s oracle %8.3f ms  fp64 loop %8.3f ms  => %5.2fx (goal <= 2x)  check_values %6.3f ms\n", n,
+                  o * 1e3, f * 1e3, o / f, val * 1e3);
   }
   return 0;
 }

@@ -11,6 +11,19 @@
 
 namespace kvconf::ref::detail {
 
+namespace {
+
+#if defined(__AVX2__)
+// The sum of a vector's four int64 lanes (exact: integer sums in any order are the same sums).
+std::int64_t lane_sum(__m256i v) {
+  alignas(32) std::int64_t l[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), v);
+  return l[0] + l[1] + l[2] + l[3];
+}
+#endif
+
+}  // namespace
+
 void to_int(const double* x, double scale, std::int64_t* dst, std::size_t n, bool fits32) {
   std::size_t i = 0;
 #if defined(__AVX2__)
@@ -42,11 +55,8 @@ void dot_i32(const std::int64_t* q, const std::int64_t* qa, const std::int64_t* 
     vd = _mm256_add_epi64(vd, _mm256_mul_epi32(qv, kv));
     va = _mm256_add_epi64(va, _mm256_mul_epu32(qav, _mm256_abs_epi32(kv)));
   }
-  alignas(32) std::int64_t ld[4], la[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(ld), vd);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(la), va);
-  d = ld[0] + ld[1] + ld[2] + ld[3];
-  a = la[0] + la[1] + la[2] + la[3];
+  d = lane_sum(vd);
+  a = lane_sum(va);
 #endif
   for (; t < n; ++t) {
     d += q[t] * k[t];
@@ -71,11 +81,8 @@ void dot_i32_from_double(const std::int64_t* q, const std::int64_t* qa, const do
     vd = _mm256_add_epi64(vd, _mm256_mul_epi32(qv, _mm256_cvtepi32_epi64(k32)));
     va = _mm256_add_epi64(va, _mm256_mul_epu32(qav, _mm256_cvtepu32_epi64(_mm_abs_epi32(k32))));
   }
-  alignas(32) std::int64_t ld[4], la[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(ld), vd);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(la), va);
-  d = ld[0] + ld[1] + ld[2] + ld[3];
-  a = la[0] + la[1] + la[2] + la[3];
+  d = lane_sum(vd);
+  a = lane_sum(va);
 #endif
   for (; t < n; ++t) {
     const auto kk = static_cast<std::int64_t>(k[t] * sk);
