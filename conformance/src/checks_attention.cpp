@@ -89,13 +89,25 @@ std::string notes(const AttentionKernel& kern, const AttentionCase& c, std::uint
 }
 
 // One result from a comparison: bitwise (cache-invariant kernels) or within the sum of bounds.
+// The worst element's flat index in the compared output, and in bound mode its two values (a: the side under test,
+// b: the reference side), as the result's fields.
 CheckResult result_of(const detail::Comparison& cmp, const std::string& base, std::uint64_t seed,
                       const std::string& what) {
-  if (cmp.bitwise)
-    return detail::bitwise_result(base + "_bitwise", cmp.bitwise_error(), seed, what + " " + cmp.stats());
-  return detail::bound_result(base + "_bound", cmp.worst.error, cmp.worst.bound, seed,
-                              what + " " + cmp.stats() + " worst a=" + num(cmp.worst_a) + " b=" + num(cmp.worst_b) +
-                                  " elements_over_bound=" + std::to_string(cmp.worst.failed));
+  if (cmp.bitwise) {
+    CheckResult r = detail::bitwise_result(base + "_bitwise", cmp.bitwise_error(), seed, what + " " + cmp.stats());
+    if (cmp.differ > 0) r.worst_index = cmp.diff_index;
+    return r;
+  }
+  CheckResult r = detail::bound_result(base + "_bound", cmp.worst.error, cmp.worst.bound, seed,
+                                       what + " " + cmp.stats() + " worst a=" + num(cmp.worst_a) +
+                                           " b=" + num(cmp.worst_b) +
+                                           " elements_over_bound=" + std::to_string(cmp.worst.failed));
+  if (cmp.worst.index < cmp.where.size()) {
+    r.worst_index = cmp.where[cmp.worst.index].second;
+    r.worst_value = cmp.worst_a;
+    r.worst_expected = cmp.worst_b;
+  }
+  return r;
 }
 
 // Decode (n_q = 1 over the cache) vs the last row of the prefill. A decode case (n_q = 1) is compared against a

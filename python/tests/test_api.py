@@ -97,3 +97,6 @@ def test_the_numbers_of_a_result_are_fields():
     assert on_off.paths.count(" | ") == 1 and on_off.worst_index is not None
     assert on_off.error == pytest.approx(abs(on_off.worst_value - on_off.worst_expected), rel=1e-12)
     assert oracle.reference_error is None and oracle.paths == ""
+    for r in kvconf.check_attention(k, case, rules=["chunked"]):  # every bounded comparison names its worst element
+        assert r.worst_index is not None
+        assert r.error == pytest.approx(abs(r.worst_value - r.worst_expected), rel=1e-12)
