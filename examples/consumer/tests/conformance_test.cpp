@@ -53,26 +53,34 @@ void expect_all_pass(bool bug) {
 TEST(KvconfSweep, BlockedGemm) { expect_all_pass(false); }
 TEST(KvconfSweep, BlockedGemmGemvBug) { expect_all_pass(true); }  // ctest expects this one to fail (WILL_FAIL)
 
-// The planted bug is caught, and only where it bites: decode-shaped GEMMs (case ids m1_...) and the projections
-// (cache ON decodes row by row, cache OFF recomputes the prefix), while the prefill GEMMs (m > 1) still pass.
+// The planted bug is caught where it bites: decode-shaped GEMMs (case ids m1_...) and the projections (cache ON
+// decodes row by row, cache OFF recomputes the prefix) fail; a prefill GEMM (m > 1) computes its rows right, so its
+// oracle rules pass, and only its batch rule fails (each row alone is an M = 1 call: the GEMV path).
 TEST(KvconfSweep, GemvBugIsCaught) {
-  std::size_t failed = 0, prefill_passed = 0;
+  std::size_t failed = 0, prefill_oracle_passed = 0;
   for (const auto& r : sweep(true)) {
-    bool pass = true;
-    for (const auto& rule : r.rules) pass = pass && rule.pass;
     const bool decode = r.kind == "projection" || r.case_id.rfind("m1_", 0) == 0;
-    if (!pass) {
-      ++failed;
-      EXPECT_TRUE(decode) << r.key() << " failed although it never takes the GEMV path";
-    } else {
-      EXPECT_FALSE(decode) << r.key() << " passed although its decode rows drop 64 terms";
-      ++prefill_passed;
+    bool pass = true, oracle_pass = true, batch_failed = false;
+    for (const auto& rule : r.rules) {
+      pass = pass && rule.pass;
+      if (rule.rule.rfind("batch_", 0) == 0)
+        batch_failed = batch_failed || !rule.pass;
+      else
+        oracle_pass = oracle_pass && rule.pass;
+    }
+    EXPECT_FALSE(pass) << r.key() << " passed although it takes the GEMV path (alone or in its batch rule)";
+    failed += pass ? 0 : 1;
+    if (!decode) {
+      EXPECT_TRUE(oracle_pass) << r.key() << ": a prefill GEMM never takes the GEMV path in its own call";
+      EXPECT_TRUE(batch_failed) << r.key() << ": its rows alone take the GEMV path; the batch rule must catch it";
+      prefill_oracle_passed += oracle_pass ? 1 : 0;
     }
   }
   EXPECT_GT(failed, 0u) << "kvconf's sweep did not catch the GEMV path's missing block";
-  EXPECT_GT(prefill_passed, 0u) << "no prefill-shaped case passed";
-  std::printf("GEMV bug: %zu cases failed (decode GEMMs, projections), %zu prefill GEMMs passed\n", failed,
-              prefill_passed);
+  EXPECT_GT(prefill_oracle_passed, 0u) << "no prefill-shaped case was planned";
+  std::printf("GEMV bug: %zu cases failed (decode GEMMs, projections, and the prefill GEMMs' batch rule); the prefill "
+              "GEMMs' oracle rules passed on %zu\n",
+              failed, prefill_oracle_passed);
 }
 
 }  // namespace
