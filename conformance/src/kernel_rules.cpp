@@ -80,12 +80,28 @@ const std::vector<KernelRule>& norm_rules() {
   return t;
 }
 
+std::optional<std::string> attention_rule_skipped(std::string_view rule, const kernels::AttentionKernel& k,
+                                                  const AttentionCase& c) {
+  const std::string_view name = find(attention_rules(), rule, "attention").name;
+  if (name == "capacity" && !k.info.cache_invariant) return k.info.name + " does not claim cache_invariant";
+  if (name == "batch")
+    if (auto why = attention_batch_unchecked(k, c)) return k.info.name + " " + *why;
+  return std::nullopt;
+}
+
+std::optional<std::string> gemm_rule_skipped(std::string_view rule, const kernels::GemmKernel&, const GemmCase& c) {
+  const std::string_view name = find(gemm_rules(), rule, "GEMM").name;
+  if (name == "batch" && c.shape.m < 2) return "M = 1: no batch to compare with";
+  return std::nullopt;
+}
+
 RuleRun run_attention_rule(std::string_view rule, const kernels::AttentionKernel& k, const AttentionCase& c,
                            std::optional<std::uint64_t> seed) {
   const KernelRule& r = find(attention_rules(), rule, "attention");
+  RuleRun out;
+  if ((out.skipped = attention_rule_skipped(rule, k, c))) return out;
   const std::uint64_t s = seed_of(r, c.id(), seed);
   const std::string_view name = r.name;
-  RuleRun out;
   if (name == "oracle") {
     out.results = check_attention_matches_oracle(k, c, s);
   } else if (name == "on_off") {
@@ -97,15 +113,9 @@ RuleRun run_attention_rule(std::string_view rule, const kernels::AttentionKernel
   } else if (name == "unused_slots") {
     out.results = check_attention_unused_slots(k, c, s);
   } else if (name == "capacity") {
-    if (k.info.cache_invariant)
-      out.results = check_attention_capacity(k, c, s);
-    else
-      out.skipped = k.info.name + " does not claim cache_invariant";
+    out.results = check_attention_capacity(k, c, s);
   } else {  // batch
-    if (auto why = attention_batch_unchecked(k, c))
-      out.skipped = k.info.name + " " + *why;
-    else
-      out.results = check_attention_batch_invariance(k, c, s);
+    out.results = check_attention_batch_invariance(k, c, s);
   }
   return out;
 }
@@ -113,13 +123,12 @@ RuleRun run_attention_rule(std::string_view rule, const kernels::AttentionKernel
 RuleRun run_gemm_rule(std::string_view rule, const kernels::GemmKernel& k, const GemmCase& c,
                       std::optional<std::uint64_t> seed) {
   const KernelRule& r = find(gemm_rules(), rule, "GEMM");
-  const std::uint64_t s = seed_of(r, c.id(), seed);
   RuleRun out;
+  if ((out.skipped = gemm_rule_skipped(rule, k, c))) return out;
+  const std::uint64_t s = seed_of(r, c.id(), seed);
   if (std::string_view(r.name) == "oracle")
     out.results = check_gemm_matches_oracle(k, c, s);
-  else if (c.shape.m < 2)  // batch
-    out.skipped = "M = 1: no batch to compare with";
-  else
+  else  // batch
     out.results = check_gemm_batch_invariance(k, c, s);
   return out;
 }

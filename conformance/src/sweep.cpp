@@ -2,7 +2,6 @@
 // KernelCaseRecord: every rule of its kind (kernel_rules.hpp, the list the suites and Python run) with its seed.
 #include "kvconf/conformance/sweep.hpp"
 
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <limits>

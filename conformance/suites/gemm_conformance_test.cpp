@@ -41,7 +41,7 @@ TEST_P(GemmConformanceSeeds, SlowManySeeds) {
   const auto& [k, c] = GetParam();
   if (auto why = k->supports(c.shape)) GTEST_SKIP() << *why;
   for (const KernelRule& rule : gemm_rules())  // every rule of the table that applies, 20 seeds each
-    if (!run_gemm_rule(rule.name, *k, c).skipped)
+    if (!gemm_rule_skipped(rule.name, *k, c))
       sweep(rule.seed_name, c.id(), [&](std::uint64_t s) { return run_gemm_rule(rule.name, *k, c, s).results; });
 }
 

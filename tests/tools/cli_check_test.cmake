@@ -36,21 +36,22 @@ endif()
 
 # 1.2's engine report: the honest pair passes scenario_path; a cache-ON side whose cache held one row too few after
 # call 2, or whose calls say it recomputed, fails it naming the call and the field.
-kv(0 check --on ${T}/report.on.safetensors --off ${T}/report.off.safetensors --out ${OUT}/report)
-file(READ "${OUT}/report/pairs.jsonl" pairs)
-if(NOT pairs MATCHES "calls reported by make_traces.py\",[^}]*\"pass\":true,\"rule\":\"scenario_path\"")
-  message(FATAL_ERROR "the honest 1.2 pair did not pass scenario_path:\n${pairs}")
-endif()
-kv(1 check --on ${T}/growth.on.safetensors --off ${T}/report.off.safetensors --out ${OUT}/growth)
-file(READ "${OUT}/growth/pairs.jsonl" pairs)
-if(NOT pairs MATCHES "call 2: cache_after\\[2\\] 5 rows, but a call of 1 tokens over 5 cached rows leaves 6")
-  message(FATAL_ERROR "a cache that did not grow did not fail scenario_path naming cache_after[2]:\n${pairs}")
-endif()
-kv(1 check --on ${T}/recompute.on.safetensors --off ${T}/report.off.safetensors --out ${OUT}/recompute)
-file(READ "${OUT}/recompute/pairs.jsonl" pairs)
-if(NOT pairs MATCHES "call 1 \\(step 1\\): calls\\[1\\] fed 5 \\(expected 1\\), calls\\[1\\] cached 0 \\(expected 4\\)")
-  message(FATAL_ERROR "a cache-ON side that recomputed did not fail scenario_path naming calls[1]:\n${pairs}")
-endif()
+# check_report(STATUS ON_TRACE NAME PATTERN WHAT): kvconf check of ON_TRACE against the 1.2 cache-OFF trace exits
+# STATUS and its pairs.jsonl matches PATTERN (WHAT names the failure otherwise).
+function(check_report status on name pattern what)
+  kv(${status} check --on ${T}/${on}.safetensors --off ${T}/report.off.safetensors --out ${OUT}/${name})
+  file(READ "${OUT}/${name}/pairs.jsonl" pairs)
+  if(NOT pairs MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}:\n${pairs}")
+  endif()
+endfunction()
+check_report(0 report.on report "calls reported by make_traces.py\",[^}]*\"pass\":true,\"rule\":\"scenario_path\""
+             "the honest 1.2 pair did not pass scenario_path")
+check_report(1 growth.on growth "call 2: cache_after\\[2\\] 5 rows, but a call of 1 tokens over 5 cached rows leaves 6"
+             "a cache that did not grow did not fail scenario_path naming cache_after[2]")
+check_report(1 recompute.on recompute
+             "call 1 \\(step 1\\): calls\\[1\\] fed 5 \\(expected 1\\), calls\\[1\\] cached 0 \\(expected 4\\)"
+             "a cache-ON side that recomputed did not fail scenario_path naming calls[1]")
 
 foreach(case "wrong_shape:field 'logits': shape"
              "nan_logits:field 'logits': non-finite"

@@ -22,7 +22,7 @@ namespace kvconf::conformance {
 inline constexpr std::array<std::size_t, 3> kChunkSizes = {1, 4, 16};
 
 struct KernelRule {
-  const char* name;        // as Python's rules= says it: "oracle", "on_off", "chunked", "unused_slots", "capacity", "batch"
+  const char* name;  // as Python's rules= says it: "oracle", "on_off", "chunked", "unused_slots", "capacity", "batch"
   const char* seed_name;   // its seed is seed_for(seed_name, case id) unless one seed is given for every rule
   const char* suite_test;  // the suites' GoogleTest case that runs it ("AttentionConformance.CacheOnMatchesCacheOff")
 };
@@ -38,6 +38,12 @@ struct RuleRun {
   results::CheckResults results;
   std::optional<std::string> skipped;
 };
+
+// Why a rule does not apply to a kernel and case (nullopt: it applies), without running it; std::invalid_argument
+// for an unknown name. The runners below skip with this reason.
+std::optional<std::string> attention_rule_skipped(std::string_view rule, const kernels::AttentionKernel& k,
+                                                  const AttentionCase& c);
+std::optional<std::string> gemm_rule_skipped(std::string_view rule, const kernels::GemmKernel& k, const GemmCase& c);
 
 // One rule by name (std::invalid_argument naming the known ones otherwise) on a kernel and a case it supports.
 RuleRun run_attention_rule(std::string_view rule, const kernels::AttentionKernel& k, const AttentionCase& c,
