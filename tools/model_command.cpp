@@ -155,8 +155,8 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
       "(OUT/report.html, report.md, report.json, junit.xml). Exit 0: every\n"
       "pair's rules pass; 1: a rule failed; 2: bad input. Prompt format and sampling: docs/PROTOCOL.md.");
   m->add_option("--model", o.model,
-                "fixture:NAME (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K), a checkpoint folder, its\n"
-                "config.json, or a llama2.c .bin");
+                "fixture:NAME (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K, smollm2-135m), a checkpoint\n"
+                "folder, its config.json, or a llama2.c .bin");
   m->add_option("--profile", o.profiles,
                 "Numerics profiles, comma-separated (fp16-eager, fp16-flash2, bf16-eager, fp32, ...)")
       ->capture_default_str();
@@ -166,7 +166,8 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
                 "gsm8k:FILE (GSM8K test.jsonl: few-shot prompts, gold answers) or ids:FILE (a prompt-set file of\n"
                 "token ids). Default: a fixture's own prompt set; for a path, gsm8k: the shared GSM8K test set");
   m->add_option("--tokenizer", o.tokenizer,
-                "SentencePiece tokenizer.model for gsm8k prompts and answers (default: the shared LLaMA-2 one)");
+                "SentencePiece tokenizer.model for gsm8k prompts and answers, or a byte-level tokenizer.json for answers\n"
+                "(default: the model folder's tokenizer.json, else the shared LLaMA-2 one)");
   m->add_option("--n", o.n, "Prompts sampled without replacement (default 700; without --n, at most all there are)")
       ->each([&o](const std::string&) { o.n_given = true; });
   m->add_option("--sample-seed", o.sample_seed, "Seed of the prompt sample (SplitMix64 Fisher-Yates)")

@@ -21,6 +21,8 @@ std::vector<ModelFixture> model_fixtures(const fs::path& fixtures_dir, const fs:
     v.push_back({n, fixtures_dir / "models" / n, fixtures_dir / "prompts" / "gsm8k.json"});
   v.push_back({"stories260K", shared_dir / "models" / "stories260K" / "stories260K.bin",
                fixtures_dir / "prompts" / "stories.json"});
+  v.push_back({"smollm2-135m", fixtures_dir / "models" / "smollm2-135m", fixtures_dir / "prompts" / "smollm2-gsm8k.json",
+               true});
   return v;
 }
 
@@ -34,6 +36,9 @@ std::optional<std::string> fixture_missing(const ModelFixture& f) {
   for (const fs::path& p : {f.model, f.prompts})
     if (!fs::exists(p))
       return "fixture " + f.name + ": " + p.string() +
+             (f.real ? " is missing (written at build time from the GGUF that scripts/smollm2.sh fetches; its GSM8K "
+                       "chat prompts need KVCONF_SHARED_DIR)"
+                     : std::string()) +
              " is missing (the tiny models and prompts are written at build time by kvconf_make_fixtures; GSM8K "
              "prompts and stories260K need KVCONF_SHARED_DIR)";
   return std::nullopt;

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
       "| fixture | profile | prompts | steps | diverged | mean KL free | mean KL teacher | max KL teacher | "
       "flip indices | s |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const conformance::ModelFixture& f : all) {
-    if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
+    if (only.empty() ? f.real : std::find(only.begin(), only.end(), f.name) == only.end()) continue;
     if (const auto why = conformance::fixture_missing(f)) {
       std::fprintf(stderr, "skipping %s: %s\n", f.name.c_str(), why->c_str());
       continue;

@@ -64,8 +64,11 @@ ModelSource resolve_model(const ProtocolOptions& o) {
   return m;
 }
 
-fs::path tokenizer_path(const ProtocolOptions& o) {
+fs::path tokenizer_path(const ProtocolOptions& o, const ModelSource& m) {
   if (!o.tokenizer.empty()) return o.tokenizer;
+  std::error_code ec;
+  if (fs::is_directory(m.path, ec) && fs::is_regular_file(m.path / "tokenizer.json", ec))
+    return m.path / "tokenizer.json";
   return o.shared_dir / "tokenizers" / "llama2" / "tokenizer.model";
 }
 
@@ -90,10 +93,10 @@ PromptSet resolve_prompts(const ProtocolOptions& o, const ModelSource& m, std::s
 
   if (kind == "gsm8k") {
     if (tokenizer_vocab == 0)
-      throw BadInput("--prompts gsm8k: needs a tokenizer: " + tokenizer_path(o).string() +
+      throw BadInput("--prompts gsm8k: needs a tokenizer: " + tokenizer_path(o, m).string() +
                      " is missing (pass --tokenizer FILE)");
     if (tokenizer_vocab > vocab)
-      throw BadInput("--prompts gsm8k: the tokenizer " + tokenizer_path(o).string() + " has " +
+      throw BadInput("--prompts gsm8k: the tokenizer " + tokenizer_path(o, m).string() + " has " +
                      std::to_string(tokenizer_vocab) + " pieces but the model " + m.name + " has a vocabulary of " +
                      std::to_string(vocab) + " (they do not match: pass the model's --tokenizer, or ids: prompts)");
     const std::vector<Gsm8kProblem> all = read_gsm8k(file);

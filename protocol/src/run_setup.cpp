@@ -157,7 +157,7 @@ RunSetup load_run(const ProtocolOptions& o, const json& extra) {
   }
   s.cfg = &models.by_storage.begin()->second->config;
 
-  const fs::path tok_file = tokenizer_path(o);
+  const fs::path tok_file = tokenizer_path(o, s.src);
   std::error_code ec;
   if (fs::is_regular_file(tok_file, ec)) {
     try {
@@ -172,7 +172,14 @@ RunSetup load_run(const ProtocolOptions& o, const json& extra) {
     throw BadInput("--tokenizer " + o.tokenizer.string() + " has " + std::to_string(s.tok->vocab_size()) +
                    " pieces but the model " + o.model + " has a vocabulary of " + std::to_string(s.cfg->vocab));
   s.ps = resolve_prompts(o, s.src, s.cfg->vocab, s.cfg->max_positions, s.tok ? s.tok->vocab_size() : 0,
-                         [&](const std::string& text) { return s.tok->encode(text, true); });
+                         [&](const std::string& text) {
+                           if (!s.tok->can_encode())
+                             throw BadInput("--prompts gsm8k: the tokenizer " + tok_file.string() +
+                                            " is a byte-level BPE tokenizer.json, which kvconf decodes with but does "
+                                            "not encode: give the prompts as ids (ids:FILE; fixture:smollm2-135m's "
+                                            "default is GSM8K as chat turns, made at build time)");
+                           return s.tok->encode(text, true);
+                         });
   // Answers are read from decoded text when the tokenizer fits the model (not stories260K with LLaMA-2's).
   s.decoder = s.tok && s.tok->vocab_size() <= s.cfg->vocab ? &*s.tok : nullptr;
   s.options = manifest_options(o, s.ps, s.decoder ? tok_file : fs::path());

@@ -24,10 +24,15 @@ struct ModelFixture {
   std::string name;               // "llama2-tiny", ..., "stories260K"
   std::filesystem::path model;    // a checkpoint folder or a llama2.c .bin
   std::filesystem::path prompts;  // a prompt-set file (analysis::read_prompts)
+  // A real trained model (SmolLM2-135M-Instruct, docs/MODELS.md): far costlier than the tiny fixtures, so the suites
+  // and tables that run "every fixture" leave it out unless it is named.
+  bool real = false;
 };
 
-// The tiny HF-format fixtures under fixtures_dir/models (prompts: fixtures_dir/prompts/gsm8k.json) and stories260K
-// from shared_dir/models (prompts: fixtures_dir/prompts/stories.json, token ids).
+// The tiny HF-format fixtures under fixtures_dir/models (prompts: fixtures_dir/prompts/gsm8k.json), stories260K
+// from shared_dir/models (prompts: fixtures_dir/prompts/stories.json, token ids), and the real smollm2-135m
+// (fixtures_dir/models/smollm2-135m, converted at build time; prompts: fixtures_dir/prompts/smollm2-gsm8k.json,
+// GSM8K as chat turns).
 std::vector<ModelFixture> model_fixtures(const std::filesystem::path& fixtures_dir,
                                          const std::filesystem::path& shared_dir);
 const ModelFixture& model_fixture(const std::vector<ModelFixture>& all, const std::string& name);

@@ -17,13 +17,14 @@
 namespace kvconf::protocol {
 
 struct ProtocolOptions {
-  std::string model;  // "fixture:NAME" (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K) or a
+  std::string model;  // "fixture:NAME" (llama2-tiny, mistral-tiny, gemma2-tiny, stories260K, smollm2-135m) or a
                       // path: checkpoint folder, config.json, llama2.c .bin
   std::vector<std::string> profiles = {"fp16-eager"};
   std::vector<std::string> strategies = {"greedy", "topk", "topp"};
   std::string prompts;              // "gsm8k:FILE" (GSM8K jsonl), "ids:FILE" (a prompt-set file of token ids),
                                     // or empty: the model's default (fixture prompt set; GSM8K from shared)
-  std::filesystem::path tokenizer;  // SentencePiece model for gsm8k prompts (empty: shared LLaMA-2 tokenizer)
+  std::filesystem::path tokenizer;  // SentencePiece model for gsm8k prompts, or a tokenizer.json for answers (empty:
+                                    // the model folder's tokenizer.json, else the shared LLaMA-2 tokenizer)
   std::size_t n = 700;              // problems sampled without replacement ...
   std::uint64_t sample_seed = 42;   // ... with this seed
   std::vector<std::uint64_t> seeds = {0, 1, 2, 3, 4};  // sample seeds: the per-step draws of both paths

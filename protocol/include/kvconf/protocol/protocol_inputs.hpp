@@ -34,8 +34,9 @@ struct PromptSet {
   std::vector<std::size_t> exemplars;   // GSM8K: 0-based lines of the few-shot exemplars
 };
 
-// The tokenizer file for gsm8k prompts and for decoding answers: o.tokenizer, else the shared LLaMA-2 one.
-std::filesystem::path tokenizer_path(const ProtocolOptions& o);
+// The tokenizer file for gsm8k prompts and for decoding answers: o.tokenizer, else the model folder's own
+// tokenizer.json (fixture:smollm2-135m), else the shared LLaMA-2 one.
+std::filesystem::path tokenizer_path(const ProtocolOptions& o, const ModelSource& m);
 
 // Reads and samples the prompts. `vocab`/`max_positions` are the model's; `tokenizer_vocab` is 0 when no tokenizer
 // is loaded. `encode` tokenizes GSM8K prompt text (BOS first).
