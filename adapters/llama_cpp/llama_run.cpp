@@ -86,12 +86,19 @@ void check_event_step(const std::string& scenario, std::size_t at_step, std::siz
                    " for --scenario " + scenario + " (--max-new-tokens " + std::to_string(max_new_tokens) + ")");
 }
 
-Model::Model(const std::string& gguf) : file_(gguf) {
+Model::Model(const std::string& gguf, bool vocab_only) : file_(gguf) {
   init_backend();
   llama_model_params p = llama_model_default_params();
   p.n_gpu_layers = 0;
+  p.vocab_only = vocab_only;
   model_ = llama_model_load_from_file(gguf.c_str(), p);
   if (!model_) throw BadInput(gguf + ": llama.cpp cannot load this GGUF" + llama_said());
+  try {
+    weights_ = read_weight_types(gguf);
+  } catch (...) {
+    llama_model_free(model_);
+    throw;
+  }
 }
 
 Model::~Model() {
@@ -104,15 +111,6 @@ std::size_t Model::vocab() const {
 std::size_t Model::n_layers() const { return static_cast<std::size_t>(llama_model_n_layer(model_)); }
 std::size_t Model::hidden() const { return static_cast<std::size_t>(llama_model_n_embd(model_)); }
 std::string Model::arch() const { return meta(model_, "general.architecture"); }
-
-std::string Model::weight_type() const {
-  // general.file_type: llama_ftype (0: all F32, 1: mostly F16).
-  const std::string t = meta(model_, "general.file_type");
-  if (t == "0") return "float32";
-  if (t == "1") return "float16";
-  throw BadInput(file_ + ": general.file_type is '" + t +
-                 "', expected 0 (F32) or 1 (F16): kvconf judges unquantised weights");
-}
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include "kvconf/engine/call_record.hpp"
 #include "kvconf/protocol/bad_input.hpp"
 #include "kvconf/engine/sampling.hpp"
+#include "gguf_weights.hpp"
 #include "kv_state.hpp"
 
 struct llama_model;
@@ -79,10 +80,11 @@ struct RunResult {
   std::optional<KvRows> kv;                // with RunOptions::kv
 };
 
-// A GGUF model loaded once for every run (CPU only).
+// A GGUF model loaded once for every run (CPU only), f32, f16, bf16 or quantised weights; `vocab_only`: its
+// vocabulary alone (llama_model_params::vocab_only, for tokenising).
 class Model {
  public:
-  explicit Model(const std::string& gguf);  // BadInput when llama.cpp cannot load it
+  explicit Model(const std::string& gguf, bool vocab_only = false);  // BadInput when llama.cpp cannot load it
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -91,12 +93,13 @@ class Model {
   std::size_t n_layers() const;
   std::size_t hidden() const;
   std::string arch() const;         // general.architecture
-  std::string weight_type() const;  // "float32" | "float16" (general.file_type), else BadInput names it
+  const WeightTypes& weights() const { return weights_; }  // general.file_type and the tensors' types
   llama_model* get() const { return model_; }
 
  private:
   llama_model* model_ = nullptr;
   std::string file_;
+  WeightTypes weights_;
 };
 
 // Runs `prompt` on one path. BadInput for a prompt token outside the vocabulary or a context llama.cpp refuses.

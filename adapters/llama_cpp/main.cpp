@@ -14,6 +14,7 @@
 #include "kvconf/analysis/prompts.hpp"
 #include "kvconf/engine/safetensors.hpp"
 #include "kvconf/engine/scenario.hpp"
+#include "chat_tokens.hpp"
 #include "llama_run.hpp"
 
 namespace fs = std::filesystem;
@@ -47,6 +48,25 @@ std::vector<analysis::Prompt> load_prompts(const std::string& path, std::size_t 
   return prompts;
 }
 
+// --tokenize: each prompt's text as one user turn after `system`, in the GGUF's chat template, tokenised by
+// llama.cpp (chat_tokens.hpp), written as the prompt set OUT/tokens.json (ids: llama.cpp's).
+void write_tokens(const llama_cpp::Model& m, std::vector<analysis::Prompt> prompts, const std::string& prompts_path,
+                  const std::string& system, const fs::path& out) {
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].text.empty())
+      throw BadInput(prompts_path + ": prompts[" + std::to_string(i) + "].text: empty (--tokenize tokenises it)");
+    prompts[i].ids = llama_cpp::tokenize(m, llama_cpp::chat_text(m, system, prompts[i].text));
+  }
+  analysis::write_prompts(out / "tokens.json", prompts);
+  std::printf("%s: %zu prompts tokenised by llama.cpp\n", (out / "tokens.json").c_str(), prompts.size());
+}
+
+// The trace's model.weights: the GGUF's file type, how many tensors hold each ggml type, and the type ggml's CPU
+// matrix product converts its activations to for each.
+json weights_json(const llama_cpp::WeightTypes& w) {
+  return {{"file_type", w.file_type}, {"tensor_types", w.tensors}, {"mul_mat_input", w.mul_mat_in}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,8 +75,12 @@ int main(int argc, char** argv) {
                                                              scenario = "cache";
   std::size_t chunk = 4, at_step = 3;
   std::size_t n = 1;
+  bool tokenize = false;
+  std::string system;
   llama_cpp::RunOptions o;
-  app.add_option("--model", model_path, "GGUF file (F32 or F16 weights)")->required();
+  app.add_option("--model", model_path,
+                 "GGUF file: F32, F16, BF16 or quantised weights (the trace's model.weights says which)")
+      ->required();
   app.add_option("--prompts", prompts_path, "prompt set JSON ({\"prompts\": [{\"id\", \"ids\"}]})")->required();
   app.add_option("--out", out_dir, "folder for the traces (created)")->required();
   app.add_option("--n", n, "the first N prompts (default 1)");
@@ -84,6 +108,10 @@ int main(int argc, char** argv) {
                  "cache OFF with --kv: the step whose recompute's cache is written (default 0)");
   // kvconf's own tests only (hidden from --help): a planted path lie, RunOptions::plant.
   app.add_option("--plant", o.plant)->check(CLI::IsMember({"recompute_on", "batch_alone"}))->group("");
+  // kvconf's own tests only (hidden): OUT/tokens.json, the prompts' texts tokenised by llama.cpp (write_tokens), with
+  // `--system` as the chat's system turn.
+  app.add_flag("--tokenize", tokenize)->group("");
+  app.add_option("--system", system)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -110,9 +138,9 @@ int main(int argc, char** argv) {
                      ")");
     llama_cpp::check_cache_type(o.cache_type);  // before the model loads
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
-    const llama_cpp::Model model(model_path);
-    const std::string dtype = model.weight_type();
-    const std::vector<analysis::Prompt> prompts = load_prompts(prompts_path, model.vocab());
+    const llama_cpp::Model model(model_path, tokenize);
+    const std::string dtype = model.weights().dtype();
+    std::vector<analysis::Prompt> prompts = load_prompts(prompts_path, model.vocab());
     if (n < 1 || n > prompts.size())
       throw BadInput(prompts_path + ": --n " + std::to_string(n) + " but the file has " +
                      std::to_string(prompts.size()) + " prompts");
@@ -122,8 +150,16 @@ int main(int argc, char** argv) {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec || !fs::is_directory(out_dir)) throw BadInput(out_dir + ": --out cannot be created as a folder");
+    if (tokenize) {
+      prompts.resize(n);
+      write_tokens(model, std::move(prompts), prompts_path, system, out_dir);
+      return 0;
+    }
     if (model_name.empty()) model_name = fs::path(model_path).stem().string();
-    const std::string attention = std::string(o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
+    // Quantised weights lead the attention field, so that the profile names them (fp32-llama.cpp-q4_1-softmax-kvf16):
+    // the dtype is float32 for them (norms, attention and logits in f32; model.weights says what the products read).
+    const std::string attention = (model.weights().quantised() ? model.weights().file_type + "-" : std::string()) +
+                                  (o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
     const std::string version = llama_cpp::engine_version();
     for (std::size_t i = 0; i < n; ++i) {
       const analysis::Prompt& p = prompts[i];
@@ -168,7 +204,8 @@ int main(int argc, char** argv) {
                        {"path", model_path},
                        {"vocab_size", model.vocab()},
                        {"n_layers", model.n_layers()},
-                       {"hidden_size", model.hidden()}}},
+                       {"hidden_size", model.hidden()},
+                       {"weights", weights_json(model.weights())}}},
                      {"dtype", dtype},
                      {"path", on || scenario != "cache" ? "cache_on" : "cache_off"},
                      {"strategy",

@@ -11,35 +11,22 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "check_results.hpp"
-#include "kvconf/analysis/metrics.hpp"
 #include "kvconf/analysis/prompts.hpp"
-#include "kvconf/conformance/model_cases.hpp"
-#include "kvconf/engine/context.hpp"
-#include "kvconf/engine/forward_hooks.hpp"
 #include "kvconf/engine/model.hpp"
-#include "kvconf/engine/profile.hpp"
 #include "kvconf/engine/sampling.hpp"
-#include "kvconf/kernels/registry.hpp"
-#include "kvconf/numerics/rounding.hpp"
 #include "kvconf/protocol/trace.hpp"
 #include "kvconf/protocol/trace_check.hpp"
+#include "llama_crosscheck.hpp"
 #include "llama_traces.hpp"
 
 namespace kvconf {
 namespace {
 
 namespace fs = std::filesystem;
-using Logits = std::vector<std::vector<float>>;  // (T, V)
-
-const kernels::Registry& registry() {
-  static const kernels::Registry r = kernels::cpu_registry();
-  return r;
-}
 
 const engine::Model& model(const std::string& fixture) {
   static std::map<std::string, engine::Model> cache;
@@ -96,47 +83,7 @@ TEST(LlamaCppTraces, TokensAreTheSamplersChoicesAndCallsAreThePaths) {
   }
 }
 
-// ggml's CPU GELU as llama.cpp computes it, even in an f32 model (ggml-cpu/vec.h defines GGML_GELU_FP16): x <= -10
-// gives 0, x >= 10 gives x, any other x is rounded to fp16 and looked up in a table of fp16 GELU-tanh values, so
-// y = fl16(gelu(fl16(x))).
-class GgmlGelu : public engine::ForwardHooks {
- public:
-  void activation(Format f, const engine::ModelConfig& c, std::span<const float> gate,
-                  std::span<float> act) const override {
-    if (c.act != engine::Activation::gelu_tanh) return ForwardHooks::activation(f, c, gate, act);
-    std::vector<float> g(gate.begin(), gate.end());
-    for (float& x : g) x = static_cast<float>(round_to(Format::fp16, x));
-    ForwardHooks::activation(f, c, g, act);
-    for (std::size_t i = 0; i < act.size(); ++i)
-      act[i] = gate[i] <= -10.0f  ? 0.0f
-               : gate[i] >= 10.0f ? gate[i]
-                                  : static_cast<float>(round_to(Format::fp16, act[i]));
-  }
-};
-
-// What llama.cpp computes that the fixture's transformers config does not say, each visible on its fixture: the
-// converter drops Mistral's sliding window and Gemma-2's query_pre_attn_scalar (llama.cpp then attends over every row
-// and scales by head_dim^-1/2), and ggml's GELU goes through an fp16 table.
-struct Expectation {
-  const char* fixture;
-  bool window_dropped = false, scalar_dropped = false, gelu_table = false;
-  bool any() const { return window_dropped || scalar_dropped || gelu_table; }
-};
-void PrintTo(const Expectation& e, std::ostream* os) { *os << e.fixture; }
-
-// kvconf fp32 over the trace's sequence, cache OFF, with the model as llama.cpp runs it when `as_llama` is set.
-Logits replay_as(const Expectation& e, const protocol::Trace& t, bool as_llama, const std::string& profile = "fp32") {
-  engine::Model m = model(e.fixture);
-  if (as_llama && e.window_dropped) m.config.sliding_window = 0;
-  if (as_llama && e.scalar_dropped) m.config.query_pre_attn_scalar = 0.0;
-  static const GgmlGelu ggml_gelu;
-  engine::ContextOptions o;
-  if (as_llama && e.gelu_table) o.hooks = &ggml_gelu;
-  const engine::ProfileKernels k = profile == "fp32-alt" ? conformance::reordered_fp32_kernels(registry())
-                                                         : engine::resolve(engine::find_profile(profile), registry());
-  engine::Context ctx(m, k, o);
-  return testing::replay_off(ctx, t);
-}
+using testing::Expectation;
 
 class LlamaCppCrossCheck : public ::testing::TestWithParam<Expectation> {};
 
@@ -147,28 +94,7 @@ class LlamaCppCrossCheck : public ::testing::TestWithParam<Expectation> {};
 TEST_P(LlamaCppCrossCheck, F32AgreesWithKvconfFp32) {
   const Expectation& e = GetParam();
   if (missing(e.fixture)) GTEST_SKIP() << "no stories260K.bin under " << KVCONF_SHARED_DIR << "/models/stories260K";
-  const testing::LlamaRun run{e.fixture};
-  for (const protocol::Trace& t : traces(run)) {
-    SCOPED_TRACE(t.file.string());
-    ASSERT_EQ(t.logits_dtype, "F32");
-    const Logits z = replay_as(e, t, true), alt = replay_as(e, t, true, "fp32-alt");
-    const double bound = 4.0 * testing::max_diff(alt, z), diff = testing::max_diff(t.logits, z);
-    std::size_t mismatch = 0;
-    for (std::size_t s = 0; s < z.size(); ++s) mismatch += analysis::top2(z[s]).top1 != t.generated_ids[s];
-    EXPECT_EQ(mismatch, 0u) << "kvconf fp32 chooses other greedy tokens than llama.cpp f32";
-    EXPECT_GT(bound, 0.0);
-    EXPECT_LE(diff, bound) << "max |z_llama.cpp - z_kvconf| = " << diff << ", B = " << bound;
-    std::printf("%s %s: max |z_llama.cpp - z_kvconf fp32| = %.3g, B = %.3g (ratio %.3f), %zu greedy mismatches\n",
-                e.fixture, t.cache_on ? "cache_on" : "cache_off", diff, bound, diff / bound, mismatch);
-    if (e.any()) {  // the fixture's own function, and its own B
-      const Logits zp = replay_as(e, t, false);
-      const double plain = testing::max_diff(t.logits, zp),
-                   plain_bound = 4.0 * testing::max_diff(replay_as(e, t, false, "fp32-alt"), zp);
-      EXPECT_GT(plain, plain_bound) << "the fixture's own config agrees with llama.cpp: the expectation is stale";
-      std::printf("  against the fixture's own config: %.3g, its B = %.3g (%.0fx)\n", plain, plain_bound,
-                  plain / plain_bound);
-    }
-  }
+  testing::cross_check(model(e.fixture), e, traces(testing::LlamaRun{e.fixture}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppCrossCheck,

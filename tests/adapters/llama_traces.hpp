@@ -11,7 +11,7 @@ namespace kvconf::testing {
 
 struct LlamaRun {
   std::string fixture;             // a GGUF under KVCONF_GGUF_DIR: <fixture>.<weights>.gguf, or stories260K
-  std::string weights = "f32";     // f32 | f16
+  std::string weights = "f32";     // f32 | f16 (with `gguf`: its weights' name, e.g. q4_1)
   std::string cache_type = "f32";  // f32 | f16 | q8_0 | q4_0
   bool flash = false;
   std::string strategy = "greedy";
@@ -25,6 +25,10 @@ struct LlamaRun {
   std::string prompt_file = "";
   bool kv = false;  // --kv: the K/V rows read from llama.cpp's saved state (cache OFF: step 0's recompute)
   std::string plant = "";  // a planted path lie (kvconf-llama-trace's hidden --plant): recompute_on, batch_alone
+  std::string gguf = "";   // a GGUF file of its own (SmolLM2's original Q4_1), else <fixture>.<weights>.gguf
+  std::string gguf_file() const {
+    return gguf.empty() ? std::string(KVCONF_GGUF_DIR) + "/" + fixture + "." + weights + ".gguf" : gguf;
+  }
   std::string id() const {
     return fixture + "." + weights + ".kv" + cache_type + (flash ? ".fa" : ".sm") + "." + strategy + ".n" +
            std::to_string(prompts) + ".t" + std::to_string(tokens) +
@@ -39,8 +43,8 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(KVCONF_LLAMA_TRACES_DIR) / r.id();
   const auto command = [&](const fs::path& tmp) {
-    return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + KVCONF_GGUF_DIR + "/" + r.fixture + "." +
-           r.weights + ".gguf\" --model-name " + r.fixture + " --prompts \"" +
+    return std::string("\"") + KVCONF_LLAMA_TRACE_EXE + "\" --model \"" + r.gguf_file() + "\" --model-name " +
+           r.fixture + " --prompts \"" +
            (r.prompt_file.empty() ? std::string(KVCONF_FIXTURES_DIR) + "/prompts/" +
                                         (r.fixture == "stories260K" ? "stories" : "gsm8k") + ".json"
                                   : r.prompt_file) +
@@ -59,7 +63,7 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
                                                     : r.prompt_file;
   const std::string key = command(fs::path("OUT")) + "\nadapter " + fingerprint(KVCONF_LLAMA_TRACE_EXE) +
                           "\nengine " + folder_fingerprint(fs::path(KVCONF_LLAMA_CPP_LIB_DIR), ".so") + "\nmodel " +
-                          fingerprint(fs::path(KVCONF_GGUF_DIR) / (r.fixture + "." + r.weights + ".gguf")) +
+                          fingerprint(r.gguf_file()) +
                           "\nprompts " + fingerprint(prompts);
   return write_once(dir, why, command, key);
 }

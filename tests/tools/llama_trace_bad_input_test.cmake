@@ -1,8 +1,9 @@
 # kvconf-llama-trace's bad input (docs/LLAMA_CPP.md): exit 2 and one stderr line naming the file or option, for a
 # missing model, a file llama.cpp cannot load, an unknown cache type or flash-attention value, a context llama.cpp
 # refuses (a quantised V cache without flash attention), an unknown scenario, a refill step outside the run, a prefix
-# scenario with no other request, --kv on a model with sliding-window layers (GGUF_SWA) or with a --kv-step past the
-# run, a prompt set of another vocabulary and a prompt file that is not JSON. Run as: cmake
+# scenario with no other request, the hidden --tokenize on a prompt without text, --kv on a model with sliding-window
+# layers (GGUF_SWA) or with a --kv-step past the run, a prompt set of another vocabulary and a prompt file that is not
+# JSON. Run as: cmake
 #   -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DGGUF_SWA=<gemma2-tiny's> -DPROMPTS=<prompts.json>
 #   -DWORK=<scratch dir> -P llama_trace_bad_input_test.cmake
 cmake_policy(VERSION 3.20)
@@ -29,6 +30,8 @@ kvconf_expect_bad("restore after the last step" "--at-step 5: expected 1 to 2 fo
 file(WRITE "${WORK}/one.json" [=[{"prompts": [{"id": "p0", "ids": [1, 40, 3]}]}]=])
 kvconf_expect_bad("prefix with no other request" "one.json: --scenario prefix needs a second prompt"
                   --model "${GGUF}" --prompts "${WORK}/one.json" --out "${WORK}/out" --scenario prefix)
+kvconf_expect_bad("--tokenize on a prompt without text" "one.json: prompts\\[0\\].text: empty \\(--tokenize"
+                  --model "${GGUF}" --prompts "${WORK}/one.json" --out "${WORK}/out" --tokenize)
 kvconf_expect_bad("--kv on a windowed cache" "--kv: the saved cache holds 2 layers, the model 4 \\(a model with sliding"
                   --model "${GGUF_SWA}" ${common} --kv)
 kvconf_expect_bad("--kv-step past the run" "--kv-step 2: expected 0 to 1 \\(--max-new-tokens 2\\)" --model "${GGUF}"
