@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,17 @@ struct GoldenConfig {
   std::size_t prompts = 2;
   std::uint64_t sample_seed = 0;
   std::size_t tokens = 16;
+  std::string file_prefix;  // token files are tokens-<file_prefix><profile>.json
+  std::string token_file(const std::string& profile) const;
 };
+
+// The real trained model's token baselines (tokens-smollm2-135m-<profile>.json): SmolLM2-135M-Instruct, every CPU
+// profile, greedy and top-k, one GSM8K chat prompt, 8 new tokens (a cache-OFF step of this model costs about 1 s).
+GoldenConfig real_model_golden_config();
+// The token configurations of a device's baselines: the tiny fixtures, and on the CPU the real model too.
+std::vector<GoldenConfig> golden_token_configs(bool gpu);
+// Why a configuration cannot run here (its fixture missing: the real model not fetched), or nullopt.
+std::optional<std::string> golden_config_missing(const GoldenConfig& g);
 
 std::filesystem::path default_golden_dir(const std::string& device);  // KVCONF_SOURCE_DIR/golden/baselines/<device>
 

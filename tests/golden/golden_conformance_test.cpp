@@ -1,6 +1,7 @@
 // Cpu/GoldenConformance.MatchesGolden/<case>: the committed CPU baselines (golden/baselines/cpu) against a fresh run —
 // one test per kernel case of the quick sweep (kernels.json: pass/fail equal, errors inside the band) and one per
-// profile's token file (tokens-<profile>.json: every token sequence of both paths equal). A missing or unreadable
+// profile's token file (tokens-<profile>.json: every token sequence of both paths equal), and of the real model's
+// (tokens-smollm2-135m-<profile>.json, skipped with the reason when the model is absent). A missing or unreadable
 // baseline file fails GoldenBaselines.FilesReadable with the update command.
 #include <gtest/gtest.h>
 
@@ -38,11 +39,12 @@ std::string sanitize(const std::string& s) {
 }
 
 struct GoldenCase {
-  std::string file;           // kernels.json or tokens-<profile>.json
+  std::string file;           // kernels.json or tokens-<prefix><profile>.json
   std::string key;            // kernel case key; empty for a token file
   std::string profile;        // token file's profile
-  std::string name() const {  // "<kernel>__<case_id>" (as the suites) or "tokens_<profile>", non-alphanumerics as _
-    if (key.empty()) return "tokens_" + sanitize(profile);
+  tools::GoldenConfig config;   // token file's configuration
+  std::string name() const {  // "<kernel>__<case_id>" (as the suites) or "tokens_<prefix><profile>", others as _
+    if (key.empty()) return "tokens_" + sanitize(config.file_prefix + profile);
     const auto bar = key.find('|');
     return sanitize(key.substr(0, bar)) + "__" + sanitize(key.substr(bar + 1));
   }
@@ -53,14 +55,16 @@ void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.file << (c.key.em
 std::vector<GoldenCase> golden_cases() {
   std::vector<GoldenCase> v;
   if (const auto& b = kernel_baseline())
-    for (const auto& k : b->kernels) v.push_back({kKernelFile, k.key, ""});
-  for (const auto& p : tools::GoldenConfig{}.profiles) v.push_back({token_file_name(p), "", p});
+    for (const auto& k : b->kernels) v.push_back({kKernelFile, k.key, "", {}});
+  for (const auto& g : tools::golden_token_configs(false))
+    for (const auto& p : g.profiles) v.push_back({g.token_file(p), "", p, g});
   return v;
 }
 
 TEST(GoldenBaselines, FilesReadable) {
   std::vector<std::string> files = {kKernelFile};
-  for (const auto& p : tools::GoldenConfig{}.profiles) files.push_back(token_file_name(p));
+  for (const auto& g : tools::golden_token_configs(false))
+    for (const auto& p : g.profiles) files.push_back(g.token_file(p));
   for (const auto& f : files) {
     try {
       read_baseline(kDir / f);
@@ -113,13 +117,14 @@ TEST_P(GoldenConformance, MatchesGolden) {
                                  << changes;
     return;
   }
+  if (const auto why = tools::golden_config_missing(c.config)) GTEST_SKIP() << *why;
   Baseline b;
   try {
     b = read_baseline(kDir / c.file);
   } catch (const BadGoldenFile& e) {
     GTEST_FAIL() << e.what();
   }
-  const auto pairs = tools::golden_token_records(tools::GoldenConfig{}, c.profile);
+  const auto pairs = tools::golden_token_records(c.config, c.profile);
   std::string changes;
   for (const auto& ch : check(b, pairs, {})) changes += describe(ch) + "\n";
   EXPECT_FALSE(pairs.empty()) << "the golden run produced no run pairs";
