@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hf_crosscheck_bound.hpp"
 #include "hf_traces.hpp"
 #include "kvconf/analysis/metrics.hpp"
 #include "kvconf/conformance/model_cases.hpp"
@@ -75,7 +76,7 @@ Agreement agree(const std::string& fixture, const protocol::Trace& t, Fault faul
   const Logits z32 = replay(fixture, "fp32", t);
   const Logits alt = replay(fixture, "fp32-alt", t);
   const Logits zf = fault == Fault::none ? z32 : replay(fixture, "fp32", t, fault);
-  a.bound = 4.0 * testing::max_diff(alt, z32);
+  a.bound = testing::crosscheck_bound(alt, z32);
   a.diff = testing::max_diff(t.logits, zf);
   for (std::size_t s = 0; s < zf.size(); ++s) a.argmax_mismatch += analysis::top2(zf[s]).top1 != t.generated_ids[s];
   return a;

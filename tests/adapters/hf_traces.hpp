@@ -21,9 +21,11 @@ struct HfRun {
   std::string strategy = "greedy";
   int prompts = 2, tokens = 12;
   bool hidden = false;
+  std::string prompt_set = {};  // a prompt file; empty: the fixture's (prompts/gsm8k.json, stories260K's stories.json)
   std::string id() const {
     return fixture + "." + dtype + "." + attention + "." + strategy + ".n" + std::to_string(prompts) + ".t" +
-           std::to_string(tokens) + (hidden ? ".h" : "");
+           std::to_string(tokens) + (hidden ? ".h" : "") +
+           (prompt_set.empty() ? "" : "." + std::filesystem::path(prompt_set).stem().string());
   }
 };
 
@@ -53,7 +55,9 @@ inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
   fs::path model_dir = fs::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture;
   if (stories && (model_dir = stories_hf(why)).empty()) return {};
   const std::string prompts =
-      std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
+      !r.prompt_set.empty()
+          ? r.prompt_set
+          : std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
   const auto command = [&](const fs::path& tmp) {
     return std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR +
            "/adapters/hf/kvconf_hf_trace.py\" --model \"" + model_dir.string() + "\" --prompts \"" + prompts +
