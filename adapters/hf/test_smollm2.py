@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,8 +45,11 @@ def smol(request: pytest.FixtureRequest, fixtures_dir: Path, kvconf_exe: Path,
     an empty output folder."""
     model, prompts = fixtures_dir / "models" / MODEL, fixtures_dir / "prompts" / PROMPTS
     for p in (model / "config.json", model / "model.safetensors", prompts):
-        if not p.is_file():
-            pytest.fail(f"{p} missing (run scripts/smollm2.sh, then build the kvconf_smollm2_files target)")
+        if not p.is_file():  # CTest registers this file only where CMake found the model (KVCONF_SMOLLM2_EXPECTED)
+            why = f"{p} missing (run scripts/smollm2.sh, then build the kvconf_smollm2_files target)"
+            if os.environ.get("KVCONF_SMOLLM2_EXPECTED"):
+                pytest.fail(why)
+            pytest.skip(why)
     given = request.config.getoption("--out-dir")
     out = Path(given) if given else tmp_path_factory.mktemp("hf-smollm2")
     shutil.rmtree(out, ignore_errors=True)
