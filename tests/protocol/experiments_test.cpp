@@ -162,8 +162,21 @@ INSTANTIATE_TEST_SUITE_P(
 // below).
 namespace experiments {
 engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv);
+std::vector<std::size_t> gqa_sharing_ratios(std::size_t H, std::size_t B);
 }  // namespace experiments
 namespace {
+
+// The sharing ratios each model gets: the tiny fixtures' (H = 2, 4, 8: powers of two) as before, and a model whose
+// heads are not a power of two gets its own ratio and full sharing (SmolLM2: 9 query heads over 3 K/V heads).
+TEST(ExperimentGqa, SharingRatiosIncludeTheModelsOwn) {
+  using V = std::vector<std::size_t>;
+  EXPECT_EQ(experiments::gqa_sharing_ratios(8, 2), (V{1, 2, 4, 8}));  // mistral-tiny
+  EXPECT_EQ(experiments::gqa_sharing_ratios(2, 2), (V{1, 2}));        // llama2-tiny (MHA)
+  EXPECT_EQ(experiments::gqa_sharing_ratios(4, 2), (V{1, 2, 4}));     // gemma2-tiny
+  EXPECT_EQ(experiments::gqa_sharing_ratios(9, 3), (V{1, 3, 9}));     // SmolLM2-135M: G = 3 is the model itself
+  EXPECT_EQ(experiments::gqa_sharing_ratios(12, 4), (V{1, 3, 12}));   // 2, 4: 6 and 3 K/V heads, not over 4
+  EXPECT_EQ(experiments::gqa_sharing_ratios(32, 8), (V{1, 2, 4, 8, 32}));
+}
 
 // gqa_amplification's variants, checked independently of the experiment: the replicated MHA variant of mistral-tiny
 // (8 query heads, 2 K/V heads each copied 4 times) computes the same function in the same arithmetic, so one prefill's

@@ -3,8 +3,9 @@
 // reaches all G query heads of its group at once, so layer-1 amplification should grow ∝ G)?
 //
 // Definition. From the pair's model (n_heads H, base n_kv B, head_dim d, hidden D) build one variant per sharing ratio
-// G ∈ {1, 2, 4, 8} that divides H, with n_kv' = H / G K/V heads; wk and wv are (n_kv'·d, D), everything else is the
-// base model's:
+// G ∈ {1, 2, 4, 8, H/B, H} that divides H (gqa_sharing_ratios: the paper's powers of two, the model's own ratio and
+// full sharing, so SmolLM2's 9 heads over 3 give G = 1, 3, 9), with n_kv' = H / G K/V heads; wk and wv are
+// (n_kv'·d, D), everything else is the base model's:
 //   n_kv' > B  "replicated": K/V head h' is base head h' / (n_kv'/B) (its d rows of wk and wv copied). The engine maps
 //              q head h to K/V head h / G, so every q head sees exactly the K and V it saw before: the same function
 //              (a GQA model is an MHA model with duplicated K/V heads); only the arithmetic's shape may differ.
@@ -32,6 +33,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "experiment.hpp"
@@ -46,6 +48,20 @@ using nlohmann::json;
 // in tests/protocol/experiments_test.cpp, which checks it. Throws std::invalid_argument when n_kv does not divide
 // n_heads or is neither a multiple nor a divisor of base's n_kv_heads.
 engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv);
+// The sharing ratios G of the variants, ascending: those of {1, 2, 4, 8, H/B, H} that divide H and whose n_kv' = H / G
+// is a multiple or a divisor of B. Internal; declared again in tests/protocol/experiments_test.cpp.
+std::vector<std::size_t> gqa_sharing_ratios(std::size_t H, std::size_t B);
+
+std::vector<std::size_t> gqa_sharing_ratios(std::size_t H, std::size_t B) {
+  std::set<std::size_t> out;
+  for (std::size_t G : {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{8}, B ? H / B : 1, H}) {
+    if (G == 0 || H % G != 0) continue;
+    const std::size_t n_kv = H / G;
+    if (n_kv % B != 0 && B % n_kv != 0) continue;
+    out.insert(G);
+  }
+  return {out.begin(), out.end()};
+}
 
 engine::Model gqa_variant(const engine::Model& base, std::size_t n_kv) {
   const engine::ModelConfig& c = base.config;
@@ -104,10 +120,8 @@ json run(PairUnit& u, results::CheckResults& rules) {
   json vs = json::array();
   engine::ContextOptions co;
   co = engine::with_fault(u.plants().fault, co);
-  for (std::size_t G : {1u, 2u, 4u, 8u}) {
-    if (H % G != 0) continue;
+  for (std::size_t G : gqa_sharing_ratios(H, B)) {
     const std::size_t n_kv = H / G;
-    if (n_kv % B != 0 && B % n_kv != 0) continue;
     const bool is_base = n_kv == B;
     // The variant and its fp32 copy (the base: the pair's own contexts and free run).
     std::optional<engine::Model> vm, vm32;
