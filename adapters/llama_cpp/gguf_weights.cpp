@@ -32,7 +32,7 @@ std::string file_type_name(long long ftype) {
 }  // namespace
 
 std::string WeightTypes::dtype() const {
-  return file_type == "f16" ? "float16" : file_type == "bf16" ? "bfloat16" : "float32";
+  return file_type == "f32" ? "float32" : file_type == "bf16" ? "bfloat16" : "float16";
 }
 
 WeightTypes read_weight_types(const std::string& gguf) {

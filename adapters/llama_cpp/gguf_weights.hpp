@@ -14,8 +14,10 @@ struct WeightTypes {
   std::string file_type;
   std::map<std::string, int> tensors;             // ggml type name -> how many tensors hold it
   std::map<std::string, std::string> mul_mat_in;  // ggml type name -> the type ggml's CPU mul_mat rounds x to
-  // The trace's dtype (the precision of everything but the quantised matrix products' inputs): "float32" for f32
-  // and quantised files, "float16" for f16, "bfloat16" for bf16.
+  // The trace's dtype, the format the weight products read their activations in: "float32" for f32, "bfloat16" for
+  // bf16, "float16" for f16 and for quantised files. A quantised file's products read 8-bit blocks (q8_0, q8_1: int8
+  // with an f16 scale), which no trace dtype names; it is not an fp32 reference (kvconf check's report would hold it to
+  // Fp32TokensIdentical), and its rules are those of a 16-bit run: flips at near ties of the measured S.
   std::string dtype() const;
   bool quantised() const { return file_type != "f32" && file_type != "f16" && file_type != "bf16"; }
 };

@@ -156,8 +156,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (model_name.empty()) model_name = fs::path(model_path).stem().string();
-    // Quantised weights lead the attention field, so that the profile names them (fp32-llama.cpp-q4_1-softmax-kvf16):
-    // the dtype is float32 for them (norms, attention and logits in f32; model.weights says what the products read).
+    // Quantised weights lead the attention field, so that the profile names them (fp16-llama.cpp-q4_1-softmax-kvf16;
+    // WeightTypes::dtype says why fp16, model.weights what the products read).
     const std::string attention = (model.weights().quantised() ? model.weights().file_type + "-" : std::string()) +
                                   (o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
     const std::string version = llama_cpp::engine_version();

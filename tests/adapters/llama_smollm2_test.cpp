@@ -66,14 +66,14 @@ nlohmann::json trace_meta(const fs::path& file) {
 
 // Each form loads in llama.cpp and generates, cache ON and OFF, and its traces say what the weights are: the Q4_1
 // file's 210 Q4_1 matrices, its Q8_0 embedding (also the tied classifier) and 61 f32 norms, the activations ggml's
-// products read (q8_1 for Q4_1, q8_0 for Q8_0), dtype float32 and the weight type in the profile; f16 and f32 as
-// before.
+// products read (q8_1 for Q4_1, q8_0 for Q8_0), dtype float16 (not an fp32 reference: WeightTypes::dtype) and the
+// weight type in the profile; f16 and f32 as before.
 TEST_F(LlamaCppSmolLM2, LoadsAndGeneratesInEveryForm) {
   struct Form {
     const char *weights, *cache, *dtype, *profile;
   };
   for (const auto& [weights, cache, dtype, profile] :
-       {Form{"q4_1", "f16", "float32", "fp32-llama.cpp-q4_1-softmax-kvf16"},
+       {Form{"q4_1", "f16", "float16", "fp16-llama.cpp-q4_1-softmax-kvf16"},
         Form{"f16", "f16", "float16", "fp16-llama.cpp-softmax-kvf16"},
         Form{"f32", "f32", "float32", "fp32-llama.cpp-softmax-kvf32"}}) {
     const std::vector<protocol::Trace> ts = traces(run_of(weights, cache, 1, 4));
