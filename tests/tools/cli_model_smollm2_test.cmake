@@ -1,0 +1,45 @@
+# `kvconf model --model fixture:smollm2-135m` end to end (docs/MODELS.md "SmolLM2-135M-Instruct"): one fp16-eager
+# greedy pair of 8 tokens on a GSM8K chat prompt passes the protocol's rules (exit 0), its record carries the gold
+# answer (found through the prompt's gsm8k_NNNN id) and answers read by the model folder's tokenizer.json (the
+# manifest names it), and GSM8K text prompts, which that tokenizer cannot encode, are bad input naming the reason.
+# Needs -DKVCONF, -DSHARED, -DOUT.
+foreach(v KVCONF SHARED OUT)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "cli_model_smollm2_test.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_support.cmake)
+file(REMOVE_RECURSE "${OUT}")
+set(M --model fixture:smollm2-135m)
+kv(0 model ${M} --n 1 --seeds 0 --max-new-tokens 8 --profile fp16-eager --strategies greedy --out "${OUT}/a")
+message(STATUS "${last_out}")
+if(NOT last_out MATCHES "FlipsAreNearTies +pass")
+  message(FATAL_ERROR "the pair's FlipsAreNearTies verdict is not in the summary:\n${last_out}")
+endif()
+file(READ "${OUT}/a/pairs.jsonl" lines)  # one record: file(STRINGS) would take its JSON apart at ';'
+string(REGEX MATCHALL "\n" newlines "${lines}")
+list(LENGTH newlines n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "pairs.jsonl: expected 1 record, got ${n}")
+endif()
+string(STRIP "${lines}" lines)
+string(JSON model GET "${lines}" model)
+string(JSON gold GET "${lines}" gold)
+string(JSON tokens LENGTH "${lines}" free tokens_on)
+string(JSON answer_type TYPE "${lines}" answer_on)
+if(NOT model STREQUAL "fixture:smollm2-135m" OR gold STREQUAL "" OR NOT tokens EQUAL 8)
+  message(FATAL_ERROR "the record: model '${model}', gold '${gold}', ${tokens} tokens:\n${lines}")
+endif()
+if(NOT answer_type MATCHES "^(STRING|NULL)$")
+  message(FATAL_ERROR "answer_on is ${answer_type}, expected a decoded answer or null:\n${lines}")
+endif()
+file(READ "${OUT}/a/manifest.json" manifest)
+string(JSON tokenizer GET "${manifest}" options tokenizer)
+if(NOT tokenizer MATCHES "/models/smollm2-135m/tokenizer\\.json$")
+  message(FATAL_ERROR "the manifest's tokenizer is '${tokenizer}', expected the model folder's tokenizer.json")
+endif()
+message(STATUS "ok: 1 pair, gold ${gold}, answers decoded by ${tokenizer}")
+kvconf_expect_bad("gsm8k text prompts with a byte-level tokenizer.json" "tokenizer.json, which kvconf decodes with"
+                  model ${M} --n 1 --max-new-tokens 4 --prompts "gsm8k:${SHARED}/data/gsm8k/test.jsonl"
+                  --out "${OUT}/bad")
+file(REMOVE_RECURSE "${OUT}")
