@@ -179,6 +179,37 @@ void run_tokenizer(Bytes in) {
   (void)t.decode(valid);
 }
 
+// tokenizer.json (byte-level BPE, e.g. SmolLM2's): Tokenizer::load of a *.json file (load_byte_level), with a
+// tokenizer_config.json beside it when the input has a second part (split at a line =====), then what the protocol
+// does with it: vocab_size, bos/eos (each -1 or an id below vocab_size), decode ids below vocab_size; decode of an id
+// at vocab_size or of -1 must be refused with LoadError, and encode is refused (can_encode false).
+void run_tokenizer_json(Bytes in) {
+  const auto parts = split_parts(text_of(in));
+  const fs::path dir = fresh_dir("tokenizer_json");
+  write_file(dir / "tokenizer.json", parts[0]);
+  if (parts.size() > 1) write_file(dir / "tokenizer_config.json", parts[1]);
+  const engine::Tokenizer t = engine::Tokenizer::load(dir / "tokenizer.json");
+  const std::size_t v = t.vocab_size();
+  if (v == 0 || t.can_encode()) throw std::logic_error("tokenizer.json loaded empty or as able to encode");
+  std::vector<int> some;
+  for (const int id : {t.bos_id(), t.eos_id()}) {
+    if (id < -1 || (id >= 0 && static_cast<std::size_t>(id) >= v))
+      throw std::logic_error("bos/eos id " + std::to_string(id) + " outside [0, " + std::to_string(v) + ")");
+    if (id >= 0) some.push_back(id);
+  }
+  for (std::size_t i = 0; i < v && i < 64; ++i) some.push_back(static_cast<int>(i));
+  (void)t.decode(some);
+  for (const int bad : {static_cast<int>(v), -1}) {
+    try {
+      (void)t.decode({0, bad});
+    } catch (const engine::LoadError&) {
+      continue;
+    }
+    throw std::logic_error("decode of id " + std::to_string(bad) + " returned (vocab_size " + std::to_string(v) +
+                           "): expected LoadError");
+  }
+}
+
 // The protocol's prompt options with nothing taken from ../shared (no gold lookup in the shared GSM8K file).
 protocol::ProtocolOptions prompt_options(const std::string& spec) {
   protocol::ProtocolOptions o;
@@ -300,6 +331,7 @@ const std::vector<Driver>& drivers() {
       {"checkpoint", run_checkpoint, is<engine::LoadError>, "engine::LoadError"},
       {"llama2c", run_llama2c, is<engine::LoadError>, "engine::LoadError"},
       {"tokenizer", run_tokenizer, is<engine::LoadError>, "engine::LoadError"},
+      {"tokenizer_json", run_tokenizer_json, is<engine::LoadError>, "engine::LoadError"},
       {"gsm8k", run_gsm8k, is<protocol::BadInput>, "protocol::BadInput"},
       {"prompts", run_prompts, is<protocol::BadInput>, "protocol::BadInput"},
       {"golden", run_golden, is<golden::BadGoldenFile>, "golden::BadGoldenFile"},

@@ -220,6 +220,33 @@ def main():
     except Exception as e:  # noqa: BLE001 - the seed is optional
         print("make_seeds.py: tokenizer seeds skipped:", e, file=sys.stderr)
 
+    # tokenizer_json: byte-level BPE tokenizer.json files (a second part, after SEP, is the tokenizer_config.json the
+    # driver writes beside it). GPT-2's byte alphabet (bytes_to_unicode): "Ġ" U+0120 is the space byte, "Ċ" U+010A the
+    # newline, "Ā" U+0100 byte 0, "Ń" U+0143 byte 173 (the alphabet's last code point), "¡" and "ÿ" bytes 161 and 255.
+    def tok_json(vocab, decoder="ByteLevel", added=None):
+        added = [{"id": max(vocab.values()) + 1, "content": "<|im_end|>", "special": True}] if added is None else added
+        return json.dumps({"added_tokens": added,
+                           "model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ w", "o r"]},
+                           "decoder": {"type": decoder}}, ensure_ascii=False, indent=1)
+    small = {"H": 0, "i": 1, "Ġw": 2, "orld": 3, "Ċ": 4, "Ā": 5, "Ń": 6, "¡": 7, "ÿ": 8, "Ã©": 9}
+    out("tokenizer_json", "small", tok_json(small))
+    out("tokenizer_json", "small_with_config", tok_json(small).encode() + SEP +
+        b'{"bos_token": "H", "eos_token": {"content": "<|im_end|>", "special": true}}')
+    out("tokenizer_json", "near_decoder_wordpiece", tok_json(small, decoder="WordPiece"))
+    out("tokenizer_json", "near_raw_space", tok_json(dict(small, **{"a b": 10}), added=[]))  # " " is not in it
+    out("tokenizer_json", "near_duplicate_id", tok_json(dict(small, **{"orl": 3})))
+    out("tokenizer_json", "near_config_unknown_bos", tok_json(small).encode() + SEP + b'{"bos_token": "<s>"}')
+    # SmolLM2-135M-Instruct's own tokenizer.json (build/fixtures/models/smollm2-135m) cut to its first 64 ids, with
+    # its tokenizer_config.json.
+    smol = os.path.join(models, "smollm2-135m")
+    if os.path.exists(os.path.join(smol, "tokenizer.json")):
+        j = json.load(open(os.path.join(smol, "tokenizer.json"), encoding="utf-8"))
+        j["model"]["vocab"] = {k: i for k, i in j["model"]["vocab"].items() if i < 64}
+        j["model"]["merges"] = j["model"]["merges"][:4]
+        j["added_tokens"] = [t for t in j["added_tokens"] if t["id"] < 64]
+        out("tokenizer_json", "smollm2_first64", json.dumps(j, ensure_ascii=False).encode() + SEP +
+            open(os.path.join(smol, "tokenizer_config.json"), "rb").read())
+
 
 if __name__ == "__main__":
     main()
