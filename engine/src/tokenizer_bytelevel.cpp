@@ -53,7 +53,7 @@ bool entry_bytes(const std::string& s, std::string& out) {
 
 int named_id(const ByteLevelVocab& v, const std::map<std::string, int>& ids, const nlohmann::json& cfg,
              const char* key) {
-  if (!cfg.contains(key)) return -1;
+  if (!cfg.contains(key) || cfg[key].is_null()) return -1;  // many HF configs say "bos_token": null
   const nlohmann::json& t = cfg[key];
   const std::string name = t.is_string() ? t.get<std::string>()
                            : t.is_object() && t.contains("content") && t["content"].is_string()

@@ -72,6 +72,11 @@ TEST(TokenizerByteLevel, NoConfigMeansNoBosOrEos) {
   const Tokenizer t = Tokenizer::load(write_tokenizer("nocfg", kVocab, "ByteLevel"));
   EXPECT_EQ(t.bos_id(), -1);
   EXPECT_EQ(t.eos_id(), -1);
+  // A config that names no BOS (null, as many HF configs have it) is not an error.
+  const Tokenizer n = Tokenizer::load(
+      write_tokenizer("nullbos", kVocab, "ByteLevel", R"({"bos_token": null, "eos_token": "<|im_end|>"})"));
+  EXPECT_EQ(n.bos_id(), -1);
+  EXPECT_EQ(n.eos_id(), 8);
 }
 
 TEST(TokenizerByteLevel, BadFilesNameTheField) {
