@@ -1,10 +1,9 @@
 // A checkpoint folder's tensors: model.safetensors, or the shards named by model.safetensors.index.json's weight_map
 // (the layout transformers' save_pretrained writes), every mapped tensor checked to exist in its shard.
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "json_file.hpp"
 #include "kvconf/engine/error.hpp"
 #include "kvconf/engine/safetensors.hpp"
 
@@ -27,17 +26,8 @@ Checkpoint Checkpoint::open(const std::filesystem::path& folder) {
   const fs::path single = folder / "model.safetensors";
   if (fs::is_regular_file(index)) {
     const std::string file = index.string();
-    std::ifstream in(index, std::ios::binary);
-    if (!in) fail(file, "", "cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(ss.str());
-    } catch (const nlohmann::json::exception& e) {
-      fail(file, "", std::string("invalid JSON: ") + e.what());
-    }
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    nlohmann::json j = read_json_object(index);
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
       fail(file, "weight_map", "missing or not an object");
     std::map<std::string, std::shared_ptr<const SafetensorsFile>> shards;
     for (const auto& [name, shard] : j["weight_map"].items()) {

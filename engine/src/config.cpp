@@ -1,11 +1,11 @@
 // Hugging Face config.json → ModelConfig for Llama-2, Mistral and Gemma-2, with every unsupported setting rejected
 // by name; plus the ModelConfig helpers (sliding layers, attention scale, one-line description) and validate().
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "json_file.hpp"
 #include "kvconf/engine/config.hpp"
 #include "kvconf/engine/error.hpp"
 
@@ -126,21 +126,6 @@ struct Reader {
   }
 };
 
-json read_json(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail(p.string(), "", "cannot open (no such file or not readable)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::exception& e) {
-    fail(p.string(), "", std::string("invalid JSON: ") + e.what());
-  }
-  if (!j.is_object()) fail(p.string(), "", "expected a JSON object at top level");
-  return j;
-}
-
 void reject_unsupported(const Reader& r) {
   if (r.present("rope_scaling"))
     fail(r.file, "rope_scaling", "not supported (must be null or absent), got " + r.j.at("rope_scaling").dump());
@@ -180,7 +165,7 @@ Format read_dtype(const Reader& r) {
 }  // namespace
 
 ModelConfig parse_hf_config(const std::filesystem::path& config_json) {
-  const json j = read_json(config_json);
+  const json j = read_json_object(config_json);
   const Reader r{j, config_json.string()};
   ModelConfig c;
   c.source = config_json.string();

@@ -5,11 +5,10 @@
 #include "tokenizer_bytelevel.hpp"
 
 #include <array>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "json_file.hpp"
 #include "kvconf/engine/error.hpp"
 
 namespace kvconf::engine {
@@ -70,18 +69,9 @@ int named_id(const ByteLevelVocab& v, const std::map<std::string, int>& ids, con
 ByteLevelVocab load_byte_level(const std::filesystem::path& path) {
   ByteLevelVocab v;
   v.file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(v.file, "", "no such tokenizer file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(v.file, "", std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json j = read_json_object(path);
   const auto type_of = [&](const char* part) -> std::string {
-    if (!j.is_object() || !j.contains(part) || !j[part].is_object() || !j[part].contains("type") ||
+    if (!j.contains(part) || !j[part].is_object() || !j[part].contains("type") ||
         !j[part]["type"].is_string())
       fail(v.file, std::string(part) + ".type", "missing (a tokenizer.json names its model and decoder types)");
     return j[part]["type"].get<std::string>();
@@ -128,18 +118,11 @@ ByteLevelVocab load_byte_level(const std::filesystem::path& path) {
   for (auto& [id, b] : by_id) v.pieces.push_back(std::move(b));
 
   const std::filesystem::path cfg_file = path.parent_path() / "tokenizer_config.json";
-  std::ifstream cin(cfg_file, std::ios::binary);
-  if (cin) {
-    nlohmann::json cfg;
-    try {
-      cfg = nlohmann::json::parse(cin);
-    } catch (const nlohmann::json::exception& e) {
-      fail(cfg_file.string(), "", std::string("not valid JSON: ") + e.what());
-    }
-    if (cfg.is_object()) {
-      v.bos = named_id(v, ids, cfg, "bos_token");
-      v.eos = named_id(v, ids, cfg, "eos_token");
-    }
+  std::error_code ec;
+  if (std::filesystem::exists(cfg_file, ec)) {
+    const nlohmann::json cfg = read_json_object(cfg_file);
+    v.bos = named_id(v, ids, cfg, "bos_token");
+    v.eos = named_id(v, ids, cfg, "eos_token");
   }
   return v;
 }

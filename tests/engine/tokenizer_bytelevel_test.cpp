@@ -93,7 +93,7 @@ TEST(TokenizerByteLevel, BadFilesNameTheField) {
             std::string::npos);
   const fs::path junk = fs::path(::testing::TempDir()) / "kvconf_bytelevel_junk.json";
   std::ofstream(junk) << "{not json";
-  EXPECT_NE(load_error(junk).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(load_error(junk).find("invalid JSON"), std::string::npos);
   EXPECT_NE(load_error(fs::path(::testing::TempDir()) / "absent" / "tokenizer.json").find("no such"),
             std::string::npos);
 }
