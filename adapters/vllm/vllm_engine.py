@@ -1,0 +1,263 @@
+# vLLM's offline engine as kvconf drives it: one engine per configuration, requests stepped one scheduler step at a
+# time, and vLLM's own report of every step (SchedulerProbe: what its scheduler handed the model runner).
+"""Engine, Request, Result and SchedulerProbe (docs/VLLM.md "How the adapter drives vLLM").
+
+The path record of a trace (docs/TRACES.md "The engine's report") comes from vLLM's scheduler, never from this
+adapter's loop: for every engine step the probe keeps the SchedulerOutput vLLM built for its model runner
+(`num_scheduled_tokens`: the tokens each request feeds; `NewRequestData` / `CachedRequestData.num_computed_tokens`:
+the rows its KV cache already held; `total_num_scheduled_tokens`: every request's rows in the step;
+`preempted_req_ids`), the request's `num_computed_tokens` after the step was scheduled (the rows its cache holds
+once the step ran) checked against the KV blocks vLLM's cache manager gave it, and from `update_from_output` which
+step sampled a token. vLLM is imported when the first Engine is built (the environment below is set before).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+# In-process engine core (the probe wraps its scheduler), no usage report, no hub, one thread (reproducible on a
+# shared 2-core machine), a small CPU KV space: set before vLLM is imported.
+_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_LOGGING_LEVEL": "ERROR",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+for _k, _v in _ENV.items():
+    os.environ.setdefault(_k, _v)
+
+BLOCK_SIZE = 32  # vLLM's CPU attention backend (CPU_ATTN) takes multiples of 32 only
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class EngineError(Exception):
+    """vLLM could not do what was asked (a scenario it cannot express here, a path it did not take)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """One vLLM engine: the knobs a scenario turns (docs/VLLM.md "Scenarios")."""
+    model_dir: str
+    dtype: str
+    prefix_caching: bool = False
+    max_num_batched_tokens: int | None = None  # a chunk size: the per-step token budget (chunked prefill)
+    num_blocks: int | None = None              # KV blocks (preemption): vLLM's num_gpu_blocks_override
+    kv_cache_dtype: str = "auto"               # "fp8": vLLM's fp8 KV cache
+    max_model_len: int = 512
+    max_num_seqs: int = 8
+
+
+@dataclasses.dataclass
+class Request:
+    """A request to run: its prompt, how many tokens, and the step (engine step index) it joins at."""
+    key: str
+    prompt_ids: list[int]
+    max_tokens: int
+    join_at: int = 0
+    skip_prefix_cache: bool = False  # SamplingParams(skip_reading_prefix_cache=True): a cold prefill
+    logits: bool = True              # ask vLLM for every step's full-vocabulary raw logits
+
+
+@dataclasses.dataclass
+class Result:
+    """One request's run as vLLM reported it."""
+    generated_ids: list[int]
+    logits: NDArray[np.float32] | None       # (T, V): vLLM's raw logits of each sampled step
+    calls: list[list[int]]                   # per engine step that scheduled it: [fed, cached, rows of the step]
+    cache_after: list[int]                   # its num_computed_tokens once the step was scheduled
+    call_of_step: list[int]                  # the call that sampled each generated token
+    preempted_after_call: list[int]          # calls after which vLLM preempted it (freed its KV blocks)
+    num_cached_tokens: int                   # RequestOutput.num_cached_tokens: its prefix-cache hit
+    num_preemptions: int                     # vLLM's Request.num_preemptions
+
+
+CALLS_REPORTED_BY = ("vLLM {version} scheduler: each engine step's SchedulerOutput (num_scheduled_tokens = fed, "
+                     "New/CachedRequestData.num_computed_tokens = cached, total_num_scheduled_tokens = rows of the "
+                     "step, preempted_req_ids), the request's num_computed_tokens after scheduling (cache_after, "
+                     "within its KV blocks) and update_from_output's sampled tokens (call_of_step), read by a wrapper "
+                     "around Scheduler.schedule and Scheduler.update_from_output")
+
+
+class SchedulerProbe:
+    """Wraps one vLLM scheduler's schedule() and update_from_output() and keeps what each step reported."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.steps: list[dict[str, Any]] = []
+        self._schedule = scheduler.schedule
+        self._update = scheduler.update_from_output
+        scheduler.schedule = self._wrapped_schedule
+        scheduler.update_from_output = self._wrapped_update
+
+    def _wrapped_schedule(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._schedule(*args, **kwargs)
+        before: dict[str, int] = {r.req_id: int(r.num_computed_tokens) for r in out.scheduled_new_reqs}
+        cached = out.scheduled_cached_reqs
+        before.update({rid: int(n) for rid, n in zip(cached.req_ids, cached.num_computed_tokens)})
+        after: dict[str, int] = {}
+        for rid in out.num_scheduled_tokens:
+            req = self.scheduler.requests[rid]
+            after[rid] = int(req.num_computed_tokens)
+            blocks = self.scheduler.kv_cache_manager.get_block_ids(rid)
+            capacity = len(blocks[0]) * BLOCK_SIZE if blocks else 0
+            if after[rid] > capacity:
+                raise EngineError(f"vLLM's scheduler says request {rid} holds {after[rid]} rows, but its KV cache "
+                                  f"manager gave it {capacity} rows of blocks")
+        self.steps.append({"scheduled": {k: int(v) for k, v in out.num_scheduled_tokens.items()},
+                           "before": before, "after": after, "rows": int(out.total_num_scheduled_tokens),
+                           "preempted": set(out.preempted_req_ids or ()), "sampled": {}})
+        return out
+
+    def _wrapped_update(self, scheduler_output: Any, model_output: Any) -> Any:
+        outputs = self._update(scheduler_output, model_output)
+        step = self.steps[-1] if self.steps else None
+        for eco in outputs.values():
+            for o in eco.outputs:
+                if step is not None and o.new_token_ids:
+                    step["sampled"][o.request_id] = list(o.new_token_ids)
+        return outputs
+
+    def calls_of(self, rid: str) -> tuple[list[list[int]], list[int], list[int], list[int]]:
+        """The request's calls, cache_after, call_of_step and the calls after which it was preempted."""
+        calls: list[list[int]] = []
+        cache_after: list[int] = []
+        call_of_step: list[int] = []
+        preempted_after: list[int] = []
+        for step in self.steps:
+            if rid in step["preempted"] and calls:
+                preempted_after.append(len(calls) - 1)
+            fed = step["scheduled"].get(rid, 0)
+            if fed == 0:
+                continue
+            if rid not in step["before"]:
+                raise EngineError(f"vLLM's scheduler output scheduled request {rid} without its num_computed_tokens")
+            calls.append([fed, step["before"][rid], step["rows"]])
+            cache_after.append(step["after"][rid])
+            call_of_step.extend([len(calls) - 1] * len(step["sampled"].get(rid, ())))
+        return calls, cache_after, call_of_step, preempted_after
+
+
+def vllm_version() -> str:
+    import vllm
+    return str(vllm.__version__)
+
+
+class Engine:
+    """One vLLM LLM (offline engine) for one EngineConfig, its scheduler probed."""
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        from vllm import LLM
+        self.cfg = cfg
+        kwargs: dict[str, Any] = dict(
+            model=cfg.model_dir, dtype=cfg.dtype, skip_tokenizer_init=True, enforce_eager=True,
+            max_model_len=cfg.max_model_len, block_size=BLOCK_SIZE, max_logprobs=-1, logprobs_mode="raw_logits",
+            enable_prefix_caching=cfg.prefix_caching, max_num_seqs=cfg.max_num_seqs, seed=0,
+            kv_cache_dtype=cfg.kv_cache_dtype, disable_log_stats=False)
+        if cfg.max_num_batched_tokens is not None:
+            kwargs.update(max_num_batched_tokens=cfg.max_num_batched_tokens, enable_chunked_prefill=True)
+        else:
+            kwargs.update(max_num_batched_tokens=max(cfg.max_model_len, 2048))
+        if cfg.num_blocks is not None:
+            kwargs.update(num_gpu_blocks_override=cfg.num_blocks)
+        self.llm = LLM(**kwargs)
+        self.engine = self.llm.llm_engine
+        core = self.engine.engine_core.engine_core  # in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0)
+        self.scheduler = core.scheduler
+        self.probe = SchedulerProbe(self.scheduler)
+        self.vocab_size = int(self.engine.model_config.get_vocab_size())
+        self.version = vllm_version()
+
+    def model(self) -> Any:
+        """The torch module vLLM runs (in this process): for the planted faults' hooks."""
+        return self.llm.apply_model(lambda m: m)[0]
+
+    def run(self, requests: Sequence[Request], before_step: Callable[[int], None] | None = None) -> dict[str, Result]:
+        """Runs the requests to completion, each joining at its join_at step; every step's report is kept."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        if self.engine.has_unfinished_requests():
+            raise EngineError("the engine still has unfinished requests")
+        self.probe.steps.clear()
+        internal: dict[str, str] = {}
+        outputs: dict[str, Any] = {}
+        pending = sorted(requests, key=lambda r: r.join_at)
+        step = 0
+        while pending or self.engine.has_unfinished_requests():
+            while pending and pending[0].join_at <= step:
+                r = pending.pop(0)
+                params = SamplingParams(temperature=0.0, max_tokens=r.max_tokens, ignore_eos=True, detokenize=False,
+                                        logprobs=-1 if r.logits else None,
+                                        skip_reading_prefix_cache=True if r.skip_prefix_cache else None)
+                internal[r.key] = self.engine.add_request(r.key, TokensPrompt(prompt_token_ids=list(r.prompt_ids)),
+                                                          params)
+            if before_step is not None:
+                before_step(step)
+            for out in self.engine.step():
+                if out.finished:
+                    outputs[out.request_id] = out
+            step += 1
+            if step > 100000:
+                raise EngineError("vLLM did not finish the requests in 100000 steps")
+        results: dict[str, Result] = {}
+        for r in requests:
+            out = outputs.get(r.key)
+            if out is None:
+                raise EngineError(f"vLLM returned no finished output for request '{r.key}'")
+            rid = internal[r.key]
+            calls, cache_after, call_of_step, preempted = self.probe.calls_of(rid)
+            comp = out.outputs[0]
+            ids = [int(t) for t in comp.token_ids]
+            if len(call_of_step) != len(ids):
+                raise EngineError(f"request '{r.key}': vLLM's scheduler sampled {len(call_of_step)} tokens, its "
+                                  f"output holds {len(ids)}")
+            logits = self._logits(r.key, comp.logprobs, ids) if r.logits else None
+            req_obj = self.scheduler.requests.get(rid)
+            n_pre = len(preempted) if req_obj is None else int(req_obj.num_preemptions)
+            results[r.key] = Result(ids, logits, calls, cache_after, call_of_step, preempted,
+                                    int(out.num_cached_tokens or 0), n_pre)
+        return results
+
+    def _logits(self, key: str, logprobs: Any, ids: list[int]) -> NDArray[np.float32]:
+        """(T, V) from vLLM's per-step {token id: Logprob} dictionaries (logprobs_mode raw_logits: the model's logits
+        before any processing)."""
+        if logprobs is None or len(logprobs) != len(ids):
+            raise EngineError(f"request '{key}': vLLM returned logits for {0 if logprobs is None else len(logprobs)} "
+                              f"of {len(ids)} steps")
+        v = self.vocab_size
+        rows = np.empty((len(ids), v), dtype=np.float32)
+        for t, d in enumerate(logprobs):
+            if len(d) < v:
+                raise EngineError(f"request '{key}' step {t}: vLLM returned {len(d)} of {v} logits")
+            tok = np.fromiter(d.keys(), dtype=np.int64, count=len(d))
+            val = np.fromiter((lp.logprob for lp in d.values()), dtype=np.float64, count=len(d))
+            keep = tok < v
+            rows[t, tok[keep]] = val[keep].astype(np.float32)
+        return rows
+
+    def reset_prefix_cache(self) -> None:
+        if not self.llm.reset_prefix_cache():
+            raise EngineError("vLLM could not reset its prefix cache")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.engine.engine_core.shutdown()
+
+
+@contextlib.contextmanager
+def engine(cfg: EngineConfig) -> Iterator[Engine]:
+    e = Engine(cfg)
+    try:
+        yield e
+    finally:
+        e.close()

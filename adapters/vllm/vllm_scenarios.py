@@ -1,0 +1,181 @@
+# The two sides of each kvconf scenario (engine/scenarios.json, docs/SCENARIOS.md) as vLLM runs them: which engine
+# configuration, which requests beside the traced one, and what vLLM must be made to do (docs/VLLM.md "Scenarios").
+"""run_scenario(name, engines, prompt, others, steps, option) -> Pair: both sides' Results and their scenario fields.
+
+Every side's path record is vLLM's own (vllm_engine.SchedulerProbe); nothing here writes a call. What this module
+chooses is only what a user of vLLM chooses: the engine's flags and which requests run beside the traced one.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from vllm_engine import BLOCK_SIZE, Engine, EngineConfig, EngineError, Request, Result
+
+# vLLM's scenarios: kvconf's list (engine/scenarios.json) less restore (vLLM's offline API saves no request's cache)
+# and refill (vLLM rebuilds a preempted request with the newest token inside the recompute: that is preempt)
+VLLM_SCENARIOS = ("cache", "prefix", "batch", "chunked", "preempt")
+NOT_EXPRESSIBLE = {
+    "refill": "vLLM recomputes a preempted request with its newest token inside the recompute: use --scenario preempt",
+    "restore": "vLLM's offline API cannot save and restore one request's KV cache",
+}
+
+
+@dataclasses.dataclass
+class Side:
+    result: Result
+    path: str                        # cache_on / cache_off
+    scenario: dict[str, Any]         # the trace's scenario object
+    report: dict[str, Any]           # vLLM's own numbers about the path (the trace's engine_report)
+
+
+@dataclasses.dataclass
+class Pair:
+    a: Side
+    b: Side
+
+
+def _report(r: Result, **extra: Any) -> dict[str, Any]:
+    return {"num_cached_tokens": r.num_cached_tokens, "num_preemptions": r.num_preemptions,
+            "preempted_after_calls": r.preempted_after_call, **extra}
+
+
+def recompute_side(eng: Engine, prompt: Sequence[int], steps: int) -> Result:
+    """Cache OFF: every step a new request over the whole sequence so far, one token, no cache reuse (the engine has
+    prefix caching off, and each request skips reading it)."""
+    seq = list(prompt)
+    rows: list[Any] = []
+    calls: list[list[int]] = []
+    cache_after: list[int] = []
+    preempted: list[int] = []
+    cached_tokens = 0
+    ids: list[int] = []
+    for t in range(steps):
+        res = eng.run([Request(f"off{t}", seq, 1, skip_prefix_cache=True)])[f"off{t}"]
+        if len(res.calls) != 1 or res.call_of_step != [0]:
+            raise EngineError(f"cache-OFF step {t}: vLLM ran the one-token request in {len(res.calls)} calls")
+        calls.append(res.calls[0])
+        cache_after.append(res.cache_after[0])
+        cached_tokens = max(cached_tokens, res.num_cached_tokens)
+        assert res.logits is not None
+        rows.append(res.logits[0])
+        ids.append(res.generated_ids[0])
+        seq.append(res.generated_ids[0])
+    import numpy as np
+    return Result(ids, np.stack(rows), calls, cache_after, list(range(steps)), preempted, cached_tokens, 0)
+
+
+def default_shared(n: int) -> int:
+    """The prefix vLLM can take from another request's cache: whole blocks, and never the prompt's last token."""
+    return ((n - 1) // BLOCK_SIZE) * BLOCK_SIZE
+
+
+def check_option(name: str, n: int, steps: int, option: int | None) -> int | None:
+    """The scenario's option for a prompt of n tokens, or EngineError saying why vLLM cannot take it."""
+    if name in NOT_EXPRESSIBLE:
+        raise EngineError(f"scenario '{name}': {NOT_EXPRESSIBLE[name]}")
+    if name not in VLLM_SCENARIOS:
+        raise EngineError(f"scenario '{name}': unknown (expected one of {', '.join(VLLM_SCENARIOS)})")
+    if name == "prefix":
+        shared = default_shared(n) if option is None else option
+        if shared < BLOCK_SIZE or shared % BLOCK_SIZE or shared > n - 1:
+            raise EngineError(f"prefix: shared {shared} for a prompt of {n} tokens: vLLM's prefix cache holds whole "
+                              f"blocks of {BLOCK_SIZE} tokens and never the last prompt token (expected a multiple of "
+                              f"{BLOCK_SIZE} in [{BLOCK_SIZE}, {n - 1}]: prompts of at least {BLOCK_SIZE + 1} tokens)")
+        return shared
+    if name == "chunked":
+        chunk = option if option is not None else 16
+        if not 1 <= chunk < n:
+            raise EngineError(f"chunked: chunk {chunk} for a prompt of {n} tokens (expected 1 … {n - 1})")
+        if chunk < 8:
+            raise EngineError(f"chunked: chunk {chunk}: vLLM's token budget per step must be at least max_num_seqs (8)")
+        return chunk
+    if name == "preempt" and steps < 8:
+        raise EngineError(f"preempt: {steps} tokens: vLLM preempts the request at its second or third step and "
+                          "recomputes it after the competing request ends (expected --max-new-tokens 8 or more)")
+    return None
+
+
+Plant = Callable[[Engine, str], Any]  # planted faults (planted_vllm_faults.py): installed on an engine for a side
+
+
+def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: EngineConfig, prompt: Sequence[int],
+                 other: Sequence[int], steps: int, option: int | None, plant: Plant | None = None) -> Pair:
+    """Both sides of scenario `name` for one prompt; `other`: another prompt's ids (the other requests' tokens)."""
+    n = len(prompt)
+    option = check_option(name, n, steps, option)
+    p = list(prompt)
+    if name == "cache":
+        eng = make(base)
+        if plant:
+            plant(eng, "cache")
+        on = eng.run([Request("on", p, steps)])["on"]
+        off = recompute_side(eng, p, steps)
+        return Pair(Side(on, "cache_on", {"name": "cache"}, _report(on)),
+                    Side(off, "cache_off", {"name": "cache"}, _report(off)))
+    if name == "prefix":
+        assert option is not None
+        eng = make(dataclasses.replace(base, prefix_caching=True))
+        if plant:
+            plant(eng, "prefix")
+        eng.reset_prefix_cache()
+        donor = p[:option] + list(other)[: BLOCK_SIZE] + [p[0]]  # another request: the shared prefix, then its own
+        eng.run([Request("donor", donor, 1, logits=False)])
+        a = eng.run([Request("hot", p, steps)])["hot"]
+        b = eng.run([Request("cold", p, steps, skip_prefix_cache=True)])["cold"]
+        opt = {"shared": option}
+        return Pair(Side(a, "cache_on", {"name": "prefix", "side": "scenario", **opt}, _report(a, donor_tokens=len(donor))),
+                    Side(b, "cache_on", {"name": "prefix", "side": "reference", **opt}, _report(b)))
+    if name == "batch":
+        eng = make(base)
+        if plant:
+            plant(eng, "batch")
+        longer = list(other) + p                       # runs beside it the whole time
+        shorter = list(other)[: max(1, len(other) // 3)]  # joins at step 2 and leaves before it ends
+        reqs = [Request("long", longer, steps + 2, logits=False), Request("seq", p, steps),
+                Request("short", shorter, max(1, steps - 4), join_at=2, logits=False)]
+        a = eng.run(reqs)["seq"]
+        b = eng.run([Request("alone", p, steps)])["alone"]
+        rep = {"others": [{"prompt_tokens": len(longer), "join_at_step": 0, "max_tokens": steps + 2},
+                          {"prompt_tokens": len(shorter), "join_at_step": 2, "max_tokens": max(1, steps - 4)}]}
+        return Pair(Side(a, "cache_on", {"name": "batch", "side": "scenario"}, _report(a, **rep)),
+                    Side(b, "cache_on", {"name": "batch", "side": "reference"}, _report(b)))
+    if name == "chunked":
+        assert option is not None
+        eng_a = make(dataclasses.replace(base, max_num_batched_tokens=option))
+        if plant:
+            plant(eng_a, "chunked")
+        a = eng_a.run([Request("chunked", p, steps)])["chunked"]
+        eng_b = make(base)
+        b = eng_b.run([Request("whole", p, steps)])["whole"]
+        opt = {"chunk": option}
+        return Pair(Side(a, "cache_on", {"name": "chunked", "side": "scenario", **opt},
+                         _report(a, max_num_batched_tokens=option)),
+                    Side(b, "cache_on", {"name": "chunked", "side": "reference", **opt}, _report(b)))
+    # preempt: a competing request, admitted first, takes the last free KV block at its second decode, so vLLM
+    # preempts the traced request (the last admitted) and recomputes it once the competitor has finished
+    competitor = (list(other) * (2 * BLOCK_SIZE // max(1, len(other)) + 2))[: 2 * BLOCK_SIZE - 1]
+    c_tokens = 4
+    blocks = -(-(len(competitor) + 1) // BLOCK_SIZE) + -(-(n + 1) // BLOCK_SIZE)
+    need_alone = -(-(n + steps) // BLOCK_SIZE)
+    num_blocks = max(blocks, need_alone) + 1  # + vLLM's null block
+    reqs = [Request("competitor", competitor, c_tokens, logits=False), Request("seq", p, steps)]
+    eng_a = make(dataclasses.replace(base, num_blocks=num_blocks, max_model_len=(num_blocks - 1) * BLOCK_SIZE))
+    if plant:
+        plant(eng_a, "preempt")
+    a = eng_a.run(reqs)["seq"]
+    eng_b = make(base)
+    b = eng_b.run(reqs)["seq"]
+    # at_step: the step whose token the recompute chose (vLLM's report: the first call after a preemption)
+    at_step = -1
+    if a.preempted_after_call:
+        first = a.preempted_after_call[0] + 1
+        at_step = a.call_of_step.index(first) if first in a.call_of_step else -1
+    if not 1 <= at_step <= steps - 1:
+        raise EngineError(f"preempt: vLLM did not preempt and recompute the request within {steps} tokens "
+                          f"(num_blocks {num_blocks}, preempted after calls {a.preempted_after_call})")
+    opt = {"at_step": at_step}
+    rep = {"num_blocks": num_blocks, "competitor": {"prompt_tokens": len(competitor), "max_tokens": c_tokens}}
+    return Pair(Side(a, "cache_on", {"name": "preempt", "side": "scenario", **opt}, _report(a, **rep)),
+                Side(b, "cache_on", {"name": "preempt", "side": "reference", **opt},
+                     _report(b, competitor=rep["competitor"])))
