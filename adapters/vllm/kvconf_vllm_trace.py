@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hf"))
 
@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class EnginePool:
-    """One vLLM engine per configuration, kept for the run (building one takes seconds); a planted engine is never
-    shared with an honest side."""
+    """One vLLM engine per configuration, kept for the run (building one takes seconds). A planted run (--plant) runs
+    only its plant's scenario, whose plant acts on side A alone (vllm_scenarios.run_scenario)."""
 
     def __init__(self) -> None:
         self.engines: dict[EngineConfig, Engine] = {}
@@ -129,6 +129,13 @@ class EnginePool:
             self.engines[cfg] = Engine(cfg)
             self.built_s += time.perf_counter() - t0
         return self.engines[cfg]
+
+    def close(self) -> None:
+        for e in self.engines.values():
+            e.close()
+        self.engines.clear()
+        import gc
+        gc.collect()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,7 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plant:
             import planted_vllm_faults
             plant = planted_vllm_faults.get(args.plant)
-        return _write(args, prompts, vocab, version, plant)
+        pool = EnginePool()
+        try:
+            return _write(args, prompts, vocab, version, plant, pool)
+        finally:
+            pool.close()
     except (hf.InputError, EngineError) as e:
         print(f"kvconf_vllm_trace: {e}", file=sys.stderr)
         return 2
@@ -173,18 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, version: str,
-           plant: Callable[..., Any] | None) -> int:
-    pool = EnginePool()
+           plant: Any, pool: EnginePool) -> int:
     base = EngineConfig(model_dir=args.model, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype)
-    planted: list[Engine] = []
-
-    def make(c: EngineConfig) -> Engine:
-        if plant is None:
-            return pool.get(c)
-        e = Engine(c)  # a planted side gets an engine of its own
-        planted.append(e)
-        return e
-
     mmeta: dict[str, Any] | None = None
     for i, p in enumerate(prompts[:args.n]):
         ids = [int(t) for t in p["ids"]]
@@ -192,10 +193,10 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
         for name in args.scenario:
             option = {"prefix": args.shared, "chunked": args.chunk}.get(name)
             t0 = time.perf_counter()
-            pair: Pair = run_scenario(name, make, base, ids, other, args.max_new_tokens, option, plant)
+            pair: Pair = run_scenario(name, pool.get, base, ids, other, args.max_new_tokens, option, plant)
             elapsed = time.perf_counter() - t0
             if mmeta is None:
-                eng = next(iter(pool.engines.values()), None) or planted[0]
+                eng = next(iter(pool.engines.values()))
                 if eng.vocab_size != vocab:
                     raise hf.InputError(f"{args.model}: vocab_size {vocab} in config.json but vLLM's model has "
                                         f"{eng.vocab_size}")
@@ -212,7 +213,7 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
                       f"T={len(side.result.generated_ids)} calls {side.result.calls[:3]}... cached "
                       f"{side.result.num_cached_tokens} preemptions {side.result.num_preemptions}", flush=True)
             print(json.dumps({"prompt_id": p["id"], "scenario": name, "pair_s": round(elapsed, 3)}), flush=True)
-    print(json.dumps({"engines": len(pool.engines) + len(planted), "engines_built_s": round(pool.built_s, 3)}),
+    print(json.dumps({"engines": len(pool.engines), "engines_built_s": round(pool.built_s, 3)}),
           flush=True)
     return 0
 

@@ -1,6 +1,8 @@
 # Planted faults on the vLLM side, installed from outside vLLM's files by wrapping its objects (no vLLM file is
 # edited): each is a bug a serving engine could have, and kvconf check must catch it (docs/VLLM.md "Planted faults").
-"""get(name) -> plant(engine, scenario): installs the fault on an Engine for the scenario's side A only.
+"""get(name) -> Plant: the scenario it plants into and how (installed on side A's engine, or a change of the run).
+
+Faults (the logits or the cache are wrong; kvconf check's logit, bitwise or path rules must catch them):
 
 * prefix_block_short   -- a prefix-cache hit hands the request one block fewer than the cache holds (vLLM then
                           recomputes that block: an honest-looking run whose path is not the scenario's);
@@ -8,19 +10,31 @@
 * batch_neighbour      -- a batched step's logits depend on the other requests in the step (each request's last hidden
                           row moved by 5 % of the step's mean row less its own: nothing when it runs alone);
 * preempt_forgets_layer -- after a preempted request is recomputed, its KV blocks of the last layer are zeroed.
+
+Path lies (vLLM computes correctly but not the scenario's path, and the adapter writes the scenario anyway; only
+scenario_path, reading vLLM's own report, can tell):
+* prefix_cold   -- the prefix-cache lookup finds nothing: the "hot" side is a cold prefill;
+* batch_alone   -- the other requests are left out: the "batched" side ran alone;
+* preempt_room  -- the engine gets all the KV blocks it wants: the "preempted" side was never preempted (the adapter
+                   claims a recompute at step 2).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from vllm_engine import BLOCK_SIZE, Engine, EngineError
 
-Plant = Callable[[Engine, str], None]
+
+@dataclasses.dataclass(frozen=True)
+class Plant:
+    scenario: str
+    install: Callable[[Engine], None] | None = None  # on the engine of side A
+    drop_others: bool = False                         # batch: side A without the other requests
+    room: bool = False                                # preempt: side A's engine with every block it wants
 
 
-def _prefix_block_short(eng: Engine, scenario: str) -> None:
-    if scenario != "prefix":
-        return
+def _prefix_block_short(eng: Engine) -> None:
     mgr = eng.scheduler.kv_cache_manager
     real = mgr.get_computed_blocks
 
@@ -33,9 +47,7 @@ def _prefix_block_short(eng: Engine, scenario: str) -> None:
     mgr.get_computed_blocks = short
 
 
-def _prefix_foreign_block(eng: Engine, scenario: str) -> None:
-    if scenario != "prefix":
-        return
+def _prefix_foreign_block(eng: Engine) -> None:
     mgr = eng.scheduler.kv_cache_manager
     real = mgr.get_computed_blocks
 
@@ -54,9 +66,7 @@ def _prefix_foreign_block(eng: Engine, scenario: str) -> None:
     mgr.get_computed_blocks = foreign
 
 
-def _batch_neighbour(eng: Engine, scenario: str) -> None:
-    if scenario != "batch":
-        return
+def _batch_neighbour(eng: Engine) -> None:
     model = eng.model()
     real = model.compute_logits
 
@@ -68,9 +78,7 @@ def _batch_neighbour(eng: Engine, scenario: str) -> None:
     model.compute_logits = leaky
 
 
-def _preempt_forgets_layer(eng: Engine, scenario: str) -> None:
-    if scenario != "preempt":
-        return
+def _preempt_forgets_layer(eng: Engine) -> None:
     sched = eng.scheduler
     real = sched.update_from_output
     model = eng.model()
@@ -88,11 +96,19 @@ def _preempt_forgets_layer(eng: Engine, scenario: str) -> None:
     sched.update_from_output = forget
 
 
+def _prefix_cold(eng: Engine) -> None:
+    mgr = eng.scheduler.kv_cache_manager
+    mgr.get_computed_blocks = lambda request: (mgr.empty_kv_cache_blocks, 0, 0)
+
+
 PLANTS: dict[str, Plant] = {
-    "prefix_block_short": _prefix_block_short,
-    "prefix_foreign_block": _prefix_foreign_block,
-    "batch_neighbour": _batch_neighbour,
-    "preempt_forgets_layer": _preempt_forgets_layer,
+    "prefix_block_short": Plant("prefix", _prefix_block_short),
+    "prefix_foreign_block": Plant("prefix", _prefix_foreign_block),
+    "batch_neighbour": Plant("batch", _batch_neighbour),
+    "preempt_forgets_layer": Plant("preempt", _preempt_forgets_layer),
+    "prefix_cold": Plant("prefix", _prefix_cold),
+    "batch_alone": Plant("batch", drop_others=True),
+    "preempt_room": Plant("preempt", room=True),
 }
 
 

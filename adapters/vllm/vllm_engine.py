@@ -177,6 +177,7 @@ class Engine:
         self.probe = SchedulerProbe(self.scheduler)
         self.vocab_size = int(self.engine.model_config.get_vocab_size())
         self.version = vllm_version()
+        self.planted = False  # a planted fault is installed (planted_vllm_faults.py, the tests)
 
     def model(self) -> Any:
         """The torch module vLLM runs (in this process): for the planted faults' hooks."""

@@ -96,19 +96,23 @@ def check_option(name: str, n: int, steps: int, option: int | None) -> int | Non
     return None
 
 
-Plant = Callable[[Engine, str], Any]  # planted faults (planted_vllm_faults.py): installed on an engine for a side
-
-
 def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: EngineConfig, prompt: Sequence[int],
-                 other: Sequence[int], steps: int, option: int | None, plant: Plant | None = None) -> Pair:
-    """Both sides of scenario `name` for one prompt; `other`: another prompt's ids (the other requests' tokens)."""
+                 other: Sequence[int], steps: int, option: int | None, plant: Any = None) -> Pair:
+    """Both sides of scenario `name` for one prompt; `other`: another prompt's ids (the other requests' tokens);
+    plant: a planted_vllm_faults.Plant for this scenario's side A (the tests), or None."""
     n = len(prompt)
     option = check_option(name, n, steps, option)
+    if plant is not None and plant.scenario != name:
+        raise EngineError(f"--plant: a fault of the {plant.scenario} scenario, not of {name}")
+
+    def install(e: Engine) -> None:  # once per engine (a pooled engine serves every prompt of the run)
+        if plant is not None and plant.install and not getattr(e, "planted", False):
+            plant.install(e)
+            e.planted = True
     p = list(prompt)
     if name == "cache":
         eng = make(base)
-        if plant:
-            plant(eng, "cache")
+        install(eng)
         on = eng.run([Request("on", p, steps)])["on"]
         off = recompute_side(eng, p, steps)
         return Pair(Side(on, "cache_on", {"name": "cache"}, _report(on)),
@@ -116,8 +120,7 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     if name == "prefix":
         assert option is not None
         eng = make(dataclasses.replace(base, prefix_caching=True))
-        if plant:
-            plant(eng, "prefix")
+        install(eng)
         eng.reset_prefix_cache()
         donor = p[:option] + list(other)[: BLOCK_SIZE] + [p[0]]  # another request: the shared prefix, then its own
         eng.run([Request("donor", donor, 1, logits=False)])
@@ -128,13 +131,12 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
                     Side(b, "cache_on", {"name": "prefix", "side": "reference", **opt}, _report(b)))
     if name == "batch":
         eng = make(base)
-        if plant:
-            plant(eng, "batch")
+        install(eng)
         longer = list(other) + p                       # runs beside it the whole time
         shorter = list(other)[: max(1, len(other) // 3)]  # joins at step 2 and leaves before it ends
         reqs = [Request("long", longer, steps + 2, logits=False), Request("seq", p, steps),
                 Request("short", shorter, max(1, steps - 4), join_at=2, logits=False)]
-        a = eng.run(reqs)["seq"]
+        a = eng.run([r for r in reqs if r.key == "seq"] if plant is not None and plant.drop_others else reqs)["seq"]
         b = eng.run([Request("alone", p, steps)])["alone"]
         rep = {"others": [{"prompt_tokens": len(longer), "join_at_step": 0, "max_tokens": steps + 2},
                           {"prompt_tokens": len(shorter), "join_at_step": 2, "max_tokens": max(1, steps - 4)}]}
@@ -143,8 +145,7 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     if name == "chunked":
         assert option is not None
         eng_a = make(dataclasses.replace(base, max_num_batched_tokens=option))
-        if plant:
-            plant(eng_a, "chunked")
+        install(eng_a)
         a = eng_a.run([Request("chunked", p, steps)])["chunked"]
         eng_b = make(base)
         b = eng_b.run([Request("whole", p, steps)])["whole"]
@@ -160,9 +161,10 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     need_alone = -(-(n + steps) // BLOCK_SIZE)
     num_blocks = max(blocks, need_alone) + 1  # + vLLM's null block
     reqs = [Request("competitor", competitor, c_tokens, logits=False), Request("seq", p, steps)]
-    eng_a = make(dataclasses.replace(base, num_blocks=num_blocks, max_model_len=(num_blocks - 1) * BLOCK_SIZE))
-    if plant:
-        plant(eng_a, "preempt")
+    room = plant is not None and plant.room
+    eng_a = make(base if room else dataclasses.replace(base, num_blocks=num_blocks,
+                                                        max_model_len=(num_blocks - 1) * BLOCK_SIZE))
+    install(eng_a)
     a = eng_a.run(reqs)["seq"]
     eng_b = make(base)
     b = eng_b.run(reqs)["seq"]
@@ -171,6 +173,8 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     if a.preempted_after_call:
         first = a.preempted_after_call[0] + 1
         at_step = a.call_of_step.index(first) if first in a.call_of_step else -1
+    if room:
+        at_step = 2  # the planted path lie: a preemption claimed that vLLM never made
     if not 1 <= at_step <= steps - 1:
         raise EngineError(f"preempt: vLLM did not preempt and recompute the request within {steps} tokens "
                           f"(num_blocks {num_blocks}, preempted after calls {a.preempted_after_call})")

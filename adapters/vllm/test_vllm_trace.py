@@ -1,0 +1,81 @@
+# pytest: kvconf_vllm_trace.py's bad input, a missing or wrong vLLM and the scenarios vLLM cannot express exit 2 with
+# one line naming the file, flag or reason (CTest: VllmAdapter.BadInputExits2).
+"""Each case runs the adapter's command line with --vllm-python (or, for "vLLM missing", with this Python, which has
+no vLLM; for "another version", with a stand-in vllm package first on PYTHONPATH) and checks exit 2 and the message.
+Only the --shared case imports the real vLLM (seconds): the others fail before it is imported."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ADAPTER = Path(__file__).resolve().parent / "kvconf_vllm_trace.py"
+
+
+def run(python: Path | str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(python), str(ADAPTER), *args], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, **(env or {})})
+
+
+def expect_exit2(p: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    lines = [x for x in p.stderr.splitlines() if x.startswith("kvconf_vllm_trace:")]
+    assert p.returncode == 2, f"exit {p.returncode}, expected 2: {p.stderr[-1500:]}"
+    assert len(lines) == 1 and all(f in lines[0] for f in fragments), f"expected one line naming {fragments}: {lines}"
+
+
+@pytest.fixture(scope="module")
+def base(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("vllm-bad")
+    return ["--model", str(fixtures_dir / "models" / "llama2-tiny"), "--prompts",
+            str(fixtures_dir / "prompts" / "gsm8k.json"), "--out", str(out)]
+
+
+def test_missing_model_folder(vllm_python: Path, base: list[str], tmp_path: Path) -> None:
+    argv = [*base]
+    argv[1] = str(tmp_path / "nope")
+    expect_exit2(run(vllm_python, *argv), str(tmp_path / "nope"), "model folder not found")
+
+
+def test_prompts_not_json(vllm_python: Path, base: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text("{not json")
+    argv = [*base]
+    argv[3] = str(bad)
+    expect_exit2(run(vllm_python, *argv), str(bad), "not JSON")
+
+
+def test_prompt_ids_outside_vocabulary(vllm_python: Path, base: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"prompts": [{"id": "a", "ids": [1, 99999]}]}))
+    argv = [*base]
+    argv[3] = str(bad)
+    expect_exit2(run(vllm_python, *argv), "prompts[0].ids", "99999", "[0, 32000)")
+
+
+@pytest.mark.parametrize("scenario,why", [("refill", "use --scenario preempt"), ("restore", "cannot save and restore"),
+                                          ("swap", "unknown")])
+def test_scenarios_vllm_cannot_express(vllm_python: Path, base: list[str], scenario: str, why: str) -> None:
+    expect_exit2(run(vllm_python, *base, "--scenario", scenario), f"--scenario {scenario}", why)
+
+
+def test_sampling_other_than_greedy(vllm_python: Path, base: list[str]) -> None:
+    expect_exit2(run(vllm_python, *base, "--strategy", "topk"), "--strategy", "'topk'")
+
+
+def test_vllm_missing(base: list[str]) -> None:
+    expect_exit2(run(sys.executable, *base), "vLLM cannot be imported here", "scripts/vllm.sh")
+
+
+def test_vllm_of_another_version(vllm_python: Path, base: list[str], tmp_path: Path) -> None:
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "0.31.0"\n')
+    expect_exit2(run(vllm_python, *base, env={"PYTHONPATH": str(tmp_path)}), "vLLM 0.31.0 found, expected 0.32.0")
+
+
+def test_prefix_shared_not_whole_blocks(vllm_python: Path, base: list[str]) -> None:
+    expect_exit2(run(vllm_python, *base, "--scenario", "prefix", "--shared", "20"), "shared 20",
+                 "whole blocks of 32 tokens")
