@@ -62,6 +62,7 @@ def trace_metadata(*, version: str, mmeta: dict[str, Any], dtype: str, prompt_id
         "cache_after": r.cache_after,
         "calls_reported_by": CALLS_REPORTED_BY.format(version=version),
         "engine_report": {**side.report, "kv_cache_dtype": kv_cache_dtype},
+        **({"kv_step": 0} if r.k_rows is not None and side.path == "cache_off" else {}),
     }
 
 
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chunked: vLLM's token budget per step, max_num_batched_tokens (default 16)")
     p.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
                    help="vLLM's kv_cache_dtype for every engine (auto: the model's dtype; fp8: vLLM's fp8 cache)")
+    p.add_argument("--kv", action="store_true",
+                   help="also store k_rows / v_rows as vLLM's cache holds them: each cache-ON side's at its end, the "
+                        "cache-OFF side's recompute of step 0 (the cached_kv rule, docs/SCENARIOS.md)")
     p.add_argument("--plant", default=None, help=argparse.SUPPRESS)  # planted_vllm_faults.py (the tests)
     p.add_argument("--out", help="output folder (created if missing)")
     return p
@@ -193,7 +197,8 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
         for name in args.scenario:
             option = {"prefix": args.shared, "chunked": args.chunk}.get(name)
             t0 = time.perf_counter()
-            pair: Pair = run_scenario(name, pool.get, base, ids, other, args.max_new_tokens, option, plant)
+            pair: Pair = run_scenario(name, pool.get, base, ids, other, args.max_new_tokens, option, plant,
+                                      args.kv)
             elapsed = time.perf_counter() - t0
             if mmeta is None:
                 eng = next(iter(pool.engines.values()))
@@ -208,7 +213,10 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
                 meta = trace_metadata(version=version, mmeta=mmeta, dtype=args.dtype, prompt_id=p["id"],
                                       prompt_ids=ids, side=side, kv_cache_dtype=args.kv_cache_dtype)
                 path = Path(args.out) / side_filename(p["id"], args.dtype, side.scenario, side.path, args.kv_cache_dtype)
-                hf.write_trace(path, meta, {"logits": _logits_tensor(side.result.logits, args.dtype)})
+                tensors = {"logits": _logits_tensor(side.result.logits, args.dtype)}
+                if side.result.k_rows is not None:
+                    tensors.update(k_rows=side.result.k_rows, v_rows=side.result.v_rows)
+                hf.write_trace(path, meta, tensors)
                 print(f"{path}: {side.scenario['name']} {side.scenario.get('side', side.path)} "
                       f"T={len(side.result.generated_ids)} calls {side.result.calls[:3]}... cached "
                       f"{side.result.num_cached_tokens} preemptions {side.result.num_preemptions}", flush=True)

@@ -61,7 +61,7 @@ class Check:
 
 def adapter_argv(s: Setup, folder: Path, scenario: str, *extra: str) -> list[str]:
     return ["--model", str(s.model), "--prompts", str(s.prompts), "--n", "1", "--max-new-tokens", "8", "--dtype",
-            "float16", "--scenario", scenario, "--out", str(folder), *extra]
+            "float16", "--scenario", scenario, "--kv", "--out", str(folder), *extra]
 
 
 @pytest.fixture(scope="module")

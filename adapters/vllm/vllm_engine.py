@@ -67,6 +67,7 @@ class Request:
     join_at: int = 0
     skip_prefix_cache: bool = False  # SamplingParams(skip_reading_prefix_cache=True): a cold prefill
     logits: bool = True              # ask vLLM for every step's full-vocabulary raw logits
+    kv: bool = False                 # keep its K/V rows as vLLM's cache holds them after its last step
 
 
 @dataclasses.dataclass
@@ -80,6 +81,8 @@ class Result:
     preempted_after_call: list[int]          # calls after which vLLM preempted it (freed its KV blocks)
     num_cached_tokens: int                   # RequestOutput.num_cached_tokens: its prefix-cache hit
     num_preemptions: int                     # vLLM's Request.num_preemptions
+    k_rows: Any = None                       # (L, N, kv_heads * head_dim) torch tensors: vLLM's cache of the
+    v_rows: Any = None                       # request after its last step (N rows, positions 0 … N − 1), or None
 
 
 CALLS_REPORTED_BY = ("vLLM {version} scheduler: each engine step's SchedulerOutput (num_scheduled_tokens = fed, "
@@ -95,6 +98,9 @@ class SchedulerProbe:
     def __init__(self, scheduler: Any) -> None:
         self.scheduler = scheduler
         self.steps: list[dict[str, Any]] = []
+        self.kv_wanted: dict[str, int] = {}     # request id -> max_tokens: keep its K/V at its last step
+        self.kv_reader: Callable[[list[int], int], tuple[Any, Any]] | None = None
+        self.kv: dict[str, tuple[Any, Any]] = {}
         self._schedule = scheduler.schedule
         self._update = scheduler.update_from_output
         scheduler.schedule = self._wrapped_schedule
@@ -120,6 +126,15 @@ class SchedulerProbe:
         return out
 
     def _wrapped_update(self, scheduler_output: Any, model_output: Any) -> Any:
+        # The model ran this step; before update_from_output frees a finished request's blocks, read the K/V of each
+        # wanted request whose step sampled its last token (its rows: everything it fed, n + T − 1).
+        for rid, max_tokens in self.kv_wanted.items():
+            req = self.scheduler.requests.get(rid)
+            if req is None or rid not in scheduler_output.num_scheduled_tokens or self.kv_reader is None:
+                continue
+            if req.num_output_tokens + 1 >= max_tokens and req.num_computed_tokens >= req.num_prompt_tokens:
+                blocks = list(self.scheduler.kv_cache_manager.get_block_ids(rid)[0])
+                self.kv[rid] = self.kv_reader(blocks, int(req.num_computed_tokens))
         outputs = self._update(scheduler_output, model_output)
         step = self.steps[-1] if self.steps else None
         for eco in outputs.values():
@@ -175,6 +190,7 @@ class Engine:
         core = self.engine.engine_core.engine_core  # in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0)
         self.scheduler = core.scheduler
         self.probe = SchedulerProbe(self.scheduler)
+        self.probe.kv_reader = self.read_kv
         self.vocab_size = int(self.engine.model_config.get_vocab_size())
         self.version = vllm_version()
         self.planted = False  # a planted fault is installed (planted_vllm_faults.py, the tests)
@@ -183,6 +199,49 @@ class Engine:
         """The torch module vLLM runs (in this process): for the planted faults' hooks."""
         return self.llm.apply_model(lambda m: m)[0]
 
+    def layer_caches(self) -> list[Any]:
+        """Each layer's KV cache tensor, (num_blocks, kv_heads, block_size, 2 * head_dim) as vLLM's CPU_ATTN allocates
+        it (vllm/v1/attention/backends/cpu_attn.py)."""
+        caches = []
+        for layer in self.model().model.layers:
+            kv = layer.self_attn.attn.kv_cache
+            caches.append(kv[0] if isinstance(kv, list) else kv)
+        return caches
+
+    def read_kv(self, block_ids: list[int], rows: int) -> tuple[Any, Any]:
+        """The K (after RoPE) and V rows 0 … rows − 1 held in the blocks, as (L, rows, kv_heads * head_dim) in the
+        model's dtype (an fp8 cache: its values times its scales, exactly).
+
+        Layout, for CPU_ATTN's "vec" kernels (x86 without AMX): each (block, head) holds block_size * 2 * head_dim
+        values, K first, stored transposed (head_dim, block_size), then V (block_size, head_dim). Found by reading
+        back a run whose K/V transformers also wrote (V equal in either reading; K only transposed; docs/VLLM.md
+        "K/V rows"). Another ISA's layout is not known here: EngineError."""
+        import torch
+        isa = {getattr(layer.self_attn.attn, "isa", None) for layer in self.model().model.layers}
+        if isa != {"vec"}:
+            raise EngineError(f"--kv: vLLM's CPU attention runs the {sorted(map(str, isa))} kernels here, whose K/V "
+                              "layout kvconf does not know (it reads the 'vec' layout)")
+        ks, vs = [], []
+        for cache, (k_scale, v_scale) in zip(self.layer_caches(), self.kv_scales()):
+            _, heads, bs, two_hd = cache.shape
+            hd = two_hd // 2
+            blk = cache[block_ids].reshape(len(block_ids), heads, 2 * bs * hd)
+            k = blk[:, :, : bs * hd].reshape(len(block_ids), heads, hd, bs).permute(0, 3, 1, 2)  # (blocks, bs, H, hd)
+            v = blk[:, :, bs * hd:].reshape(len(block_ids), heads, bs, hd).permute(0, 2, 1, 3)
+            for part, out, scale in ((k, ks, k_scale), (v, vs, v_scale)):
+                rows_t = part.reshape(len(block_ids) * bs, heads * hd)[:rows]
+                if self.cfg.kv_cache_dtype != "auto":
+                    rows_t = (rows_t.view(torch.float8_e4m3fn).to(torch.float32) * scale).to(getattr(torch, self.cfg.dtype))
+                out.append(rows_t.clone())
+        return torch.stack(ks), torch.stack(vs)
+
+    def kv_scales(self) -> list[tuple[float, float]]:
+        out = []
+        for layer in self.model().model.layers:
+            a = layer.self_attn.attn
+            out.append((float(getattr(a, "_k_scale_float", 1.0)), float(getattr(a, "_v_scale_float", 1.0))))
+        return out
+
     def run(self, requests: Sequence[Request], before_step: Callable[[int], None] | None = None) -> dict[str, Result]:
         """Runs the requests to completion, each joining at its join_at step; every step's report is kept."""
         from vllm import SamplingParams
@@ -190,6 +249,8 @@ class Engine:
         if self.engine.has_unfinished_requests():
             raise EngineError("the engine still has unfinished requests")
         self.probe.steps.clear()
+        self.probe.kv_wanted.clear()
+        self.probe.kv.clear()
         internal: dict[str, str] = {}
         outputs: dict[str, Any] = {}
         pending = sorted(requests, key=lambda r: r.join_at)
@@ -202,6 +263,8 @@ class Engine:
                                         skip_reading_prefix_cache=True if r.skip_prefix_cache else None)
                 internal[r.key] = self.engine.add_request(r.key, TokensPrompt(prompt_token_ids=list(r.prompt_ids)),
                                                           params)
+                if r.kv:
+                    self.probe.kv_wanted[internal[r.key]] = r.max_tokens
             if before_step is not None:
                 before_step(step)
             for out in self.engine.step():
@@ -225,8 +288,11 @@ class Engine:
             logits = self._logits(r.key, comp.logprobs, ids) if r.logits else None
             req_obj = self.scheduler.requests.get(rid)
             n_pre = len(preempted) if req_obj is None else int(req_obj.num_preemptions)
+            k, v = self.probe.kv.get(rid, (None, None))
+            if r.kv and k is None:
+                raise EngineError(f"request '{r.key}': its K/V rows were not read at its last step")
             results[r.key] = Result(ids, logits, calls, cache_after, call_of_step, preempted,
-                                    int(out.num_cached_tokens or 0), n_pre)
+                                    int(out.num_cached_tokens or 0), n_pre, k, v)
         return results
 
     def _logits(self, key: str, logprobs: Any, ids: list[int]) -> NDArray[np.float32]:

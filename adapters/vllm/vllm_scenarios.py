@@ -40,9 +40,9 @@ def _report(r: Result, **extra: Any) -> dict[str, Any]:
             "preempted_after_calls": r.preempted_after_call, **extra}
 
 
-def recompute_side(eng: Engine, prompt: Sequence[int], steps: int) -> Result:
+def recompute_side(eng: Engine, prompt: Sequence[int], steps: int, kv: bool = False) -> Result:
     """Cache OFF: every step a new request over the whole sequence so far, one token, no cache reuse (the engine has
-    prefix caching off, and each request skips reading it)."""
+    prefix caching off, and each request skips reading it). kv: keep step 0's recompute's K/V rows (kv_step 0)."""
     seq = list(prompt)
     rows: list[Any] = []
     calls: list[list[int]] = []
@@ -50,8 +50,11 @@ def recompute_side(eng: Engine, prompt: Sequence[int], steps: int) -> Result:
     preempted: list[int] = []
     cached_tokens = 0
     ids: list[int] = []
+    k0 = v0 = None
     for t in range(steps):
-        res = eng.run([Request(f"off{t}", seq, 1, skip_prefix_cache=True)])[f"off{t}"]
+        res = eng.run([Request(f"off{t}", seq, 1, skip_prefix_cache=True, kv=kv and t == 0)])[f"off{t}"]
+        if t == 0:
+            k0, v0 = res.k_rows, res.v_rows
         if len(res.calls) != 1 or res.call_of_step != [0]:
             raise EngineError(f"cache-OFF step {t}: vLLM ran the one-token request in {len(res.calls)} calls")
         calls.append(res.calls[0])
@@ -62,7 +65,7 @@ def recompute_side(eng: Engine, prompt: Sequence[int], steps: int) -> Result:
         ids.append(res.generated_ids[0])
         seq.append(res.generated_ids[0])
     import numpy as np
-    return Result(ids, np.stack(rows), calls, cache_after, list(range(steps)), preempted, cached_tokens, 0)
+    return Result(ids, np.stack(rows), calls, cache_after, list(range(steps)), preempted, cached_tokens, 0, k0, v0)
 
 
 def default_shared(n: int) -> int:
@@ -97,9 +100,10 @@ def check_option(name: str, n: int, steps: int, option: int | None) -> int | Non
 
 
 def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: EngineConfig, prompt: Sequence[int],
-                 other: Sequence[int], steps: int, option: int | None, plant: Any = None) -> Pair:
+                 other: Sequence[int], steps: int, option: int | None, plant: Any = None, kv: bool = False) -> Pair:
     """Both sides of scenario `name` for one prompt; `other`: another prompt's ids (the other requests' tokens);
-    plant: a planted_vllm_faults.Plant for this scenario's side A (the tests), or None."""
+    plant: a planted_vllm_faults.Plant for this scenario's side A (the tests), or None; kv: each side's K/V rows as
+    vLLM's cache holds them (cache OFF: its step-0 recompute's)."""
     n = len(prompt)
     option = check_option(name, n, steps, option)
     if plant is not None and plant.scenario != name:
@@ -113,8 +117,8 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     if name == "cache":
         eng = make(base)
         install(eng)
-        on = eng.run([Request("on", p, steps)])["on"]
-        off = recompute_side(eng, p, steps)
+        on = eng.run([Request("on", p, steps, kv=kv)])["on"]
+        off = recompute_side(eng, p, steps, kv)
         return Pair(Side(on, "cache_on", {"name": "cache"}, _report(on)),
                     Side(off, "cache_off", {"name": "cache"}, _report(off)))
     if name == "prefix":
@@ -124,8 +128,8 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         eng.reset_prefix_cache()
         donor = p[:option] + list(other)[: BLOCK_SIZE] + [p[0]]  # another request: the shared prefix, then its own
         eng.run([Request("donor", donor, 1, logits=False)])
-        a = eng.run([Request("hot", p, steps)])["hot"]
-        b = eng.run([Request("cold", p, steps, skip_prefix_cache=True)])["cold"]
+        a = eng.run([Request("hot", p, steps, kv=kv)])["hot"]
+        b = eng.run([Request("cold", p, steps, skip_prefix_cache=True, kv=kv)])["cold"]
         opt = {"shared": option}
         return Pair(Side(a, "cache_on", {"name": "prefix", "side": "scenario", **opt}, _report(a, donor_tokens=len(donor))),
                     Side(b, "cache_on", {"name": "prefix", "side": "reference", **opt}, _report(b)))
@@ -134,10 +138,10 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         install(eng)
         longer = list(other) + p                       # runs beside it the whole time
         shorter = list(other)[: max(1, len(other) // 3)]  # joins at step 2 and leaves before it ends
-        reqs = [Request("long", longer, steps + 2, logits=False), Request("seq", p, steps),
+        reqs = [Request("long", longer, steps + 2, logits=False), Request("seq", p, steps, kv=kv),
                 Request("short", shorter, max(1, steps - 4), join_at=2, logits=False)]
         a = eng.run([r for r in reqs if r.key == "seq"] if plant is not None and plant.drop_others else reqs)["seq"]
-        b = eng.run([Request("alone", p, steps)])["alone"]
+        b = eng.run([Request("alone", p, steps, kv=kv)])["alone"]
         rep = {"others": [{"prompt_tokens": len(longer), "join_at_step": 0, "max_tokens": steps + 2},
                           {"prompt_tokens": len(shorter), "join_at_step": 2, "max_tokens": max(1, steps - 4)}]}
         return Pair(Side(a, "cache_on", {"name": "batch", "side": "scenario"}, _report(a, **rep)),
@@ -146,9 +150,9 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         assert option is not None
         eng_a = make(dataclasses.replace(base, max_num_batched_tokens=option))
         install(eng_a)
-        a = eng_a.run([Request("chunked", p, steps)])["chunked"]
+        a = eng_a.run([Request("chunked", p, steps, kv=kv)])["chunked"]
         eng_b = make(base)
-        b = eng_b.run([Request("whole", p, steps)])["whole"]
+        b = eng_b.run([Request("whole", p, steps, kv=kv)])["whole"]
         opt = {"chunk": option}
         return Pair(Side(a, "cache_on", {"name": "chunked", "side": "scenario", **opt},
                          _report(a, max_num_batched_tokens=option)),
@@ -160,7 +164,7 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
     blocks = -(-(len(competitor) + 1) // BLOCK_SIZE) + -(-(n + 1) // BLOCK_SIZE)
     need_alone = -(-(n + steps) // BLOCK_SIZE)
     num_blocks = max(blocks, need_alone) + 1  # + vLLM's null block
-    reqs = [Request("competitor", competitor, c_tokens, logits=False), Request("seq", p, steps)]
+    reqs = [Request("competitor", competitor, c_tokens, logits=False), Request("seq", p, steps, kv=kv)]
     room = plant is not None and plant.room
     eng_a = make(base if room else dataclasses.replace(base, num_blocks=num_blocks,
                                                         max_model_len=(num_blocks - 1) * BLOCK_SIZE))
