@@ -23,7 +23,16 @@ import numpy as np  # noqa: E402
 
 import kvconf_hf_trace as hf  # noqa: E402
 from kvconf_sampler import Sampler  # noqa: E402
-from vllm_engine import CALLS_REPORTED_BY, DTYPES, Engine, EngineConfig, EngineError, vllm_version  # noqa: E402
+from vllm_engine import (  # noqa: E402
+    CALLS_REPORTED_BY,
+    DTYPES,
+    Engine,
+    EngineConfig,
+    EngineError,
+    cpu_capability,
+    cpu_name,
+    vllm_version,
+)
 from vllm_scenarios import NOT_EXPRESSIBLE, VLLM_SCENARIOS, Pair, Side, run_scenario  # noqa: E402
 
 EXPECTED_VLLM = "0.32.0"  # the version scripts/requirements-vllm.txt pins; another is refused (docs/VLLM.md)
@@ -61,7 +70,9 @@ def trace_metadata(*, version: str, mmeta: dict[str, Any], dtype: str, prompt_id
         "call_of_step": r.call_of_step,
         "cache_after": r.cache_after,
         "calls_reported_by": CALLS_REPORTED_BY.format(version=version),
-        "engine_report": {**side.report, "kv_cache_dtype": kv_cache_dtype},
+        # what vLLM's CPU kernels (and so its bits) follow: the ISA torch found and the CPU
+        "engine_report": {**side.report, "kv_cache_dtype": kv_cache_dtype,
+                          "cpu": {"capability": cpu_capability(), "model": cpu_name()}},
         **({"kv_step": 0} if r.k_rows is not None and side.path == "cache_off" else {}),
     }
 
@@ -212,7 +223,8 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
                 assert side.result.logits is not None
                 meta = trace_metadata(version=version, mmeta=mmeta, dtype=args.dtype, prompt_id=p["id"],
                                       prompt_ids=ids, side=side, kv_cache_dtype=args.kv_cache_dtype)
-                path = Path(args.out) / side_filename(p["id"], args.dtype, side.scenario, side.path, args.kv_cache_dtype)
+                path = Path(args.out) / side_filename(p["id"], args.dtype, side.scenario, side.path,
+                                                      args.kv_cache_dtype)
                 tensors = {"logits": _logits_tensor(side.result.logits, args.dtype)}
                 if side.result.k_rows is not None:
                     tensors.update(k_rows=side.result.k_rows, v_rows=side.result.v_rows)

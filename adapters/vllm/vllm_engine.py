@@ -163,6 +163,30 @@ class SchedulerProbe:
         return calls, cache_after, call_of_step, preempted_after
 
 
+def cpu_capability() -> str:
+    """torch's name for this CPU's vector ISA (AVX2, AVX512, ...): vLLM's CPU kernels, so its bits, follow it."""
+    import torch
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), '' where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def fp8_cache_supported() -> bool:
+    """vLLM's CPU attention takes an fp8 KV cache only with AVX-512 or AMX (cpu_attn.py, _get_attn_isa)."""
+    import torch
+    return bool(torch.cpu._is_avx512_supported() or torch.cpu._is_amx_tile_supported())
+
+
 def vllm_version() -> str:
     import vllm
     return str(vllm.__version__)
@@ -185,7 +209,15 @@ class Engine:
             kwargs.update(max_num_batched_tokens=max(cfg.max_model_len, 2048))
         if cfg.num_blocks is not None:
             kwargs.update(num_gpu_blocks_override=cfg.num_blocks)
-        self.llm = LLM(**kwargs)
+        if cfg.kv_cache_dtype != "auto" and not fp8_cache_supported():
+            raise EngineError(f"kv_cache_dtype {cfg.kv_cache_dtype}: vLLM's fp8 KV cache on the CPU needs AVX-512 or "
+                              f"AMX, and this CPU has {cpu_capability()} (vllm/v1/attention/backends/cpu_attn.py)")
+        try:
+            self.llm = LLM(**kwargs)
+        except Exception as e:  # vLLM's own refusal of a configuration: one line, not its traceback
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise EngineError(f"vLLM could not build an engine for {cfg.model_dir} ({cfg.dtype}): "
+                              f"{type(e).__name__}: {msg}") from None
         self.engine = self.llm.llm_engine
         core = self.engine.engine_core.engine_core  # in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0)
         self.scheduler = core.scheduler
@@ -221,7 +253,8 @@ class Engine:
         if isa != {"vec"}:
             raise EngineError(f"--kv: vLLM's CPU attention runs the {sorted(map(str, isa))} kernels here, whose K/V "
                               "layout kvconf does not know (it reads the 'vec' layout)")
-        ks, vs = [], []
+        ks: list[Any] = []
+        vs: list[Any] = []
         for cache, (k_scale, v_scale) in zip(self.layer_caches(), self.kv_scales()):
             _, heads, bs, two_hd = cache.shape
             hd = two_hd // 2
@@ -231,7 +264,8 @@ class Engine:
             for part, out, scale in ((k, ks, k_scale), (v, vs, v_scale)):
                 rows_t = part.reshape(len(block_ids) * bs, heads * hd)[:rows]
                 if self.cfg.kv_cache_dtype != "auto":
-                    rows_t = (rows_t.view(torch.float8_e4m3fn).to(torch.float32) * scale).to(getattr(torch, self.cfg.dtype))
+                    wide = rows_t.view(torch.float8_e4m3fn).to(torch.float32) * scale
+                    rows_t = wide.to(getattr(torch, self.cfg.dtype))
                 out.append(rows_t.clone())
         return torch.stack(ks), torch.stack(vs)
 

@@ -131,7 +131,8 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         a = eng.run([Request("hot", p, steps, kv=kv)])["hot"]
         b = eng.run([Request("cold", p, steps, skip_prefix_cache=True, kv=kv)])["cold"]
         opt = {"shared": option}
-        return Pair(Side(a, "cache_on", {"name": "prefix", "side": "scenario", **opt}, _report(a, donor_tokens=len(donor))),
+        return Pair(Side(a, "cache_on", {"name": "prefix", "side": "scenario", **opt},
+                         _report(a, donor_tokens=len(donor))),
                     Side(b, "cache_on", {"name": "prefix", "side": "reference", **opt}, _report(b)))
     if name == "batch":
         eng = make(base)
@@ -183,7 +184,8 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         raise EngineError(f"preempt: vLLM did not preempt and recompute the request within {steps} tokens "
                           f"(num_blocks {num_blocks}, preempted after calls {a.preempted_after_call})")
     opt = {"at_step": at_step}
-    rep = {"num_blocks": num_blocks, "competitor": {"prompt_tokens": len(competitor), "max_tokens": c_tokens}}
-    return Pair(Side(a, "cache_on", {"name": "preempt", "side": "scenario", **opt}, _report(a, **rep)),
+    pre: dict[str, Any] = {"num_blocks": num_blocks,
+                           "competitor": {"prompt_tokens": len(competitor), "max_tokens": c_tokens}}
+    return Pair(Side(a, "cache_on", {"name": "preempt", "side": "scenario", **opt}, _report(a, **pre)),
                 Side(b, "cache_on", {"name": "preempt", "side": "reference", **opt},
-                     _report(b, competitor=rep["competitor"])))
+                     _report(b, competitor=pre["competitor"])))

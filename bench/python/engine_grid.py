@@ -10,8 +10,9 @@ resident memory of each adapter run (its process tree, from wait4's rusage), per
 
 Each (engine, fixture, dtype, scenario) run is kept: a folder with a finished `check/pairs.jsonl` is not run again
 (an interrupted grid resumes). transformers runs eager attention; llama.cpp has no bf16 GGUF of the fixtures here and
-runs f32 / f16 files with an f32 / f16 KV cache. vLLM's traces carry their K/V rows (--kv: cached_kv judges them). Options differ where the engines do (prefix: vLLM shares whole
-32-token blocks, the others half the prompt; chunked: vLLM's token budget 16, the others chunks of 16).
+runs f32 / f16 files with an f32 / f16 KV cache. vLLM's traces carry their K/V rows (--kv: cached_kv judges them).
+Options differ where the engines do (prefix: vLLM shares whole 32-token blocks, the others half the prompt; chunked:
+vLLM's token budget 16, the others chunks of 16).
 """
 from __future__ import annotations
 
