@@ -146,6 +146,20 @@ void read_engine_report(const fs::path& file, const json& m, bool v12, Trace& t)
     t.cache_after.push_back(uint(file, a[i], "cache_after[" + std::to_string(i) + "]"));
 }
 
+// A vLLM trace (docs/VLLM.md) is judged by the path vLLM's scheduler reported: it must carry the calls (1.2) and its
+// engine_report object with vLLM's own counts, whatever the scenario (an adapter that drops them would be judged on
+// its logits alone).
+void read_vllm_report(const fs::path& file, const json& m, Trace& t) {
+  if (t.engine != "vllm") return;
+  if (t.calls.empty())
+    bad(file, "calls", std::string("missing: a vLLM trace carries vLLM's report of its path (format '") +
+                           kTraceFormat12 + "', docs/VLLM.md)");
+  const json& r = member(file, m, "", "engine_report");
+  if (!r.is_object()) bad(file, "engine_report", "expected an object (vLLM's counts of its path), got " + r.dump());
+  for (const char* k : {"num_cached_tokens", "num_preemptions"})
+    uint(file, member(file, r, "engine_report", k), std::string("engine_report.") + k);
+}
+
 }  // namespace
 
 std::string Trace::profile() const {
@@ -240,6 +254,7 @@ Trace read_trace(const fs::path& file) {
   t.side_a = t.cache_on;
   read_scenario(file, m, v11, t);
   read_engine_report(file, m, format == kTraceFormat12, t);
+  read_vllm_report(file, m, t);
   if (m.contains("kv_step")) {
     if (!v11) bad(file, "kv_step", std::string("needs format '") + kTraceFormat11 + "'");
     t.kv_step = uint(file, m["kv_step"], "kv_step");

@@ -65,7 +65,10 @@ foreach(case "wrong_shape:field 'logits': shape"
              "kv_in_off:field 'k_rows': present in a cache_off trace"
              "report_in_11:field 'cache_after': needs format 'kvconf.trace/1.2'"
              "report_missing:field 'calls_reported_by': missing"
-             "report_short:field 'cache_after': expected 6 row counts")
+             "report_short:field 'cache_after': expected 6 row counts"
+             "vllm_no_calls:field 'calls': missing: a vLLM trace carries vLLM's report of its path"
+             "vllm_no_report:field 'engine_report': missing"
+             "vllm_bad_count:field 'engine_report.num_cached_tokens': expected an integer >= 0, got -1")
   string(FIND "${case}" ":" colon)
   string(SUBSTRING "${case}" 0 ${colon} name)
   math(EXPR start "${colon} + 1")

@@ -87,6 +87,15 @@ def main(out):
                            {"logits": z}),
         "report_short": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2", **off_calls,
                               cache_after=[0] * (T - 1), calls_reported_by="a test"), {"logits": z}),
+        # A vLLM trace must carry vLLM's path record (docs/VLLM.md): without calls; without engine_report; a count
+        # that is not one.
+        "vllm_no_calls": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2",
+                               engine={"name": "vllm", "version": "0.32.0", "attention": "cpu_attn"}), {"logits": z}),
+        "vllm_no_report": (meta("cache_off", generated_ids=toks, **report, **off_calls, cache_after=[0] * T,
+                                engine={"name": "vllm", "version": "0.32.0", "attention": "cpu_attn"}), {"logits": z}),
+        "vllm_bad_count": (meta("cache_off", generated_ids=toks, **report, **off_calls, cache_after=[0] * T,
+                                engine={"name": "vllm", "version": "0.32.0", "attention": "cpu_attn"},
+                                engine_report={"num_cached_tokens": -1, "num_preemptions": 0}), {"logits": z}),
     }
     for name, (m, tensors) in bad.items():
         path = f"{out}/{name}.safetensors"
