@@ -20,7 +20,8 @@ echo "asan.sh: configured and built kvconf_asan_subset in $((t1 - t0)) s"
 # subset does not build are left out: gtest-discovered ones show as *_NOT_BUILT without labels (not selected); the
 # add_test() ones are excluded by name (the kvconf CLI tests, the libtorch and plugin suite batches, the label check,
 # the GPU run's plan check, which counts tests of suites the subset does not build, llama.cpp's adapter and ggml plugin
-# tests, vLLM's (Python, in its own venv), and RealFixtures, a Python test of converted files the subset does not write).
+# tests, vLLM's (Python, in its own venv), and RealFixtures, a Python test of converted files the subset does not
+# write).
 # Also left out: the exhaustive numeric sweeps that take a minute or more each under ASan and add nothing it could find
 # (they run in the default suite): every-pattern midpoints, the bound sweeps, the bit-for-bit GEMM loops.
 not_built='^(KvconfCli|KvconfCtest|ReportsSample|Torch|TorchCuda|LlamaCpp|Vllm[A-Za-z]*|GpuRun|RealFixtures)[./]|^Plugin/ggml/'
