@@ -188,7 +188,7 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
                 "OUT/experiments.jsonl and the report with each experiment's findings, plots and rules");
   m->add_option("--scenario", o.scenario,
                 "Scenarios instead of cache ON vs OFF alone: all, or a comma-separated list of cache, prefix, batch,\n"
-                "chunked, refill, restore (docs/SCENARIOS.md). Each pair runs the scenario's two sides free-running\n"
+                "chunked, refill, restore, preempt (docs/SCENARIOS.md). Each pair runs the scenario's two sides free-running\n"
                 "and is filed under the profile <profile>+<scenario>; cache is the protocol's own pair");
   m->add_option("--shard", o.shard,
                 "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"

@@ -1,4 +1,5 @@
-# The scenarios of docs/SCENARIOS.md through transformers: prefix, chunked, refill, restore (and the plain reference).
+# The scenarios of docs/SCENARIOS.md through transformers: prefix, chunked, refill, restore, batch, preempt (and the
+# plain reference).
 """Each side of a scenario as transformers runs it, with a DynamicCache passed between forwards:
 
 * prefix  -- another request's prompt (`donor`, sharing the first `shared` tokens) prefilled, its cache cropped to
@@ -10,6 +11,9 @@
 * batch   -- the prompt in a left-padded batch with other requests (`batch_with`; attention_mask and position_ids
              as generate() builds them), prefilled in one forward, then every sequence decodes one token per forward
              (the others greedy);
+* preempt -- at step `at_step` the cache has been dropped: the step's forward runs over the prompt and every token
+             chosen so far with a fresh cache, its last row choosing the step's token, and later steps decode over
+             the cache it built (vLLM's recompute preemption: no separate decode of the newest token);
 * reference -- the plain cache-ON run every scenario is compared with.
 
 Every forward is recorded by engine_report.ForwardProbe from the model's own arguments and cache object: [tokens
@@ -109,6 +113,8 @@ def run_side(model: Any, prompt_ids: Sequence[int], scenario: str, side: str, sa
         raise ValueError("chunk must be >= 1")
     if scenario in ("refill", "restore") and not 1 <= at_step < steps - 1:
         raise ValueError(f"at_step must be in [1, {steps - 2}] (got {at_step})")
+    if scenario == "preempt" and not 1 <= at_step < steps:
+        raise ValueError(f"at_step must be in [1, {steps - 1}] for preempt (got {at_step})")
     if scenario == "prefix" and (not 1 <= shared < n or list(donor[:shared]) != seq[:shared]):
         raise ValueError(f"the donor must share the prompt's first {shared} tokens, 1 <= shared < {n}")
     if scenario == "batch" and (not batch_with or any(len(o) == 0 for o in batch_with)):
@@ -125,7 +131,7 @@ def run_side(model: Any, prompt_ids: Sequence[int], scenario: str, side: str, sa
     with torch.inference_mode(), ForwardProbe(model) as probe:
         calls = probe.calls
         # The prompt.
-        if side == "reference" or scenario in ("refill", "restore"):
+        if side == "reference" or scenario in ("refill", "restore", "preempt"):
             out = forward(seq, None)
         elif scenario == "chunked":
             out, cache = None, None
@@ -144,7 +150,10 @@ def run_side(model: Any, prompt_ids: Sequence[int], scenario: str, side: str, sa
             out = forward(seq[shared:], cache)
         cache = out.past_key_values
         for t in range(steps):
-            if t > 0:
+            if t > 0 and side == "scenario" and scenario == "preempt" and t == at_step:
+                out = forward(seq, None)  # preempted: everything so far recomputed with a fresh cache, which it keeps
+                cache = out.past_key_values
+            elif t > 0:
                 out = forward([seq[-1]], cache)
                 cache = out.past_key_values
             seq.append(steps_.choose(out, t, calls))

@@ -1,6 +1,6 @@
 # Hugging Face transformers adapter: runs a local checkpoint folder cache ON and OFF, or both sides of a scenario
-# (prefix, chunked, refill, restore: hf_scenarios.py), and writes kvconf.trace/1.2 files (each call as the model
-# got it).
+# (prefix, chunked, refill, restore, batch, preempt: hf_scenarios.py), and writes kvconf.trace/1.2 files (each call
+# as the model got it).
 """Write kvconf.trace/1 traces (docs/TRACES.md) from a local Hugging Face checkpoint run through transformers.
 
 For each prompt and each path it writes one .safetensors file:
@@ -374,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "<...>.<scenario>.scenario and <...>.<scenario>.reference traces (kvconf.trace/1.2)")
     p.add_argument("--chunk", type=_positive_int("--chunk"), default=4, help="chunked: tokens per chunk (default 4)")
     p.add_argument("--at-step", type=_positive_int("--at-step"), default=3,
-                   help="refill, restore: the event follows this step's token (default 3)")
+                   help="refill, restore: the event follows this step's token; preempt: this step's forward is the "
+                        "recompute over a fresh cache (default 3)")
     p.add_argument("--kv", action="store_true",
                    help="also store k_rows / v_rows: a cache-ON side's cache at the end, the cache-OFF side's "
                         "recompute of step --kv-step (the cached_kv rule, docs/SCENARIOS.md)")
@@ -393,6 +394,8 @@ def write_scenario(args: argparse.Namespace, model: Any, mmeta: dict[str, Any], 
     made of that half and the next prompt's tokens, as kvconf's engine does)."""
     if args.scenario in ("refill", "restore") and not 1 <= args.at_step < args.max_new_tokens - 1:
         raise InputError(f"command line: --at-step must be in [1, {args.max_new_tokens - 2}] for {args.scenario}")
+    if args.scenario == "preempt" and not 1 <= args.at_step < args.max_new_tokens:
+        raise InputError(f"command line: --at-step must be in [1, {args.max_new_tokens - 1}] for preempt")
     if args.scenario == "prefix" and len(prompts) < 2:
         raise InputError(f"{args.prompts}: the prefix scenario needs a second prompt for the donor request")
     for i, p in enumerate(prompts[:args.n]):
@@ -401,7 +404,8 @@ def write_scenario(args: argparse.Namespace, model: Any, mmeta: dict[str, Any], 
         other = prompts[(i + 1) % len(prompts)]["ids"]
         donor = ids[:shared] + [int(t) for t in other[1:]]
         opts = {"prefix": {"shared": shared}, "chunked": {"chunk": args.chunk}, "batch": {},
-                "refill": {"at_step": args.at_step}, "restore": {"at_step": args.at_step}}[args.scenario]
+                "refill": {"at_step": args.at_step}, "restore": {"at_step": args.at_step},
+                "preempt": {"at_step": args.at_step}}[args.scenario]
         # batch, as kvconf's engine: a longer request (the next prompt, then this one) and a shorter one (the next
         # prompt's first third of min(len(next), len(this)), at least one token).
         batch_with = [[int(t) for t in other] + ids, [int(t) for t in other[:max(1, min(len(other), len(ids)) // 3)]]]

@@ -2,14 +2,14 @@
 """pytest -s adapters/hf/test_hf_scenarios.py [--fixtures-dir ... --kvconf-exe ... --out-dir ...]
 (CTest: HfScenarios.KvconfCheckPassesTransformersScenarios)
 
-Cache ON/OFF and both sides of every other scenario of engine/scenarios.json (prefix, chunked, refill, restore and
-batch, left-padded) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
+Cache ON/OFF and both sides of every other scenario of engine/scenarios.json (prefix, chunked, refill, restore,
+batch, left-padded, and preempt) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
 (exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the
 cached K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv, each
 planted scenario fault (planted_scenario_faults.py) the rule that names it, and each planted path lie
-(planted_path_lies.py) scenario_path naming the call's field. Prints each pair's verdicts. The ten adapter runs share
-this process (their scripts' main()s, called as their command lines would be): one import of torch and transformers
-instead of ten, about 5 s each here; the command line itself is HfAdapter's test (test_hf_trace.py).
+(planted_path_lies.py) scenario_path naming the call's field. Prints each pair's verdicts. The adapter runs (one per
+scenario and one per plant: 13) share this process (their scripts' main()s, called as their command lines would be):
+one import of torch and transformers instead of 13, about 5 s each here; the command line itself is HfAdapter's test (test_hf_trace.py).
 """
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ def test_two_pairs_of_every_scenario(checked: Check) -> None:
 
 @pytest.mark.parametrize("scenario", scenario_list.NAMES)
 def test_each_pair_keeps_its_path_and_cache(checked: Check, scenario: str) -> None:
-    """scenario_path and cached_kv pass on every pair; restore is bitwise; refill and restore equal before the
-    event."""
+    """scenario_path and cached_kv pass on every pair; restore is bitwise; refill, restore and preempt equal before
+    the event."""
     failures = []
     for r in (r for r in checked.records if scenario_of(r) == scenario):
         rules = verdicts(r["profile"], r)
@@ -120,7 +120,7 @@ def test_each_pair_keeps_its_path_and_cache(checked: Check, scenario: str) -> No
                 failures.append(f"{r['profile']} {r['prompt_id']}: {rule} missing or failed")
         if scenario == "restore" and not rules.get("scenario_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
-        if scenario in ("refill", "restore") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
+        if scenario in ("refill", "restore", "preempt") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
     assert not failures
 

@@ -1,7 +1,7 @@
 // llama.cpp runs for kvconf traces through llama.h: a context per run (n_ctx = the run's length, one sequence), the
 // prompt in one llama_decode, then one token per llama_decode (cache ON) or the cache cleared and everything decoded
-// again (cache OFF), and the scenario sides (prefix, refill, restore, batch) over more sequences or contexts; the
-// logits of the last row of each call, chosen from by kvconf's sampler with the shared draws.
+// again (cache OFF), and the scenario sides (prefix, refill, restore, batch, preempt) over more sequences or contexts;
+// the logits of the last row of each call, chosen from by kvconf's sampler with the shared draws.
 #include "llama_run.hpp"
 
 #include <llama.h>
@@ -77,6 +77,13 @@ struct ContextDeleter {
 void check_cache_type(const std::string& name) { (void)cache_type_of(name); }
 
 void check_event_step(const std::string& scenario, std::size_t at_step, std::size_t max_new_tokens) {
+  if (scenario == "preempt") {  // the recompute is step at_step's own call: a step before it
+    if (!(at_step >= 1 && at_step < max_new_tokens))
+      throw BadInput("--at-step " + std::to_string(at_step) + ": expected 1 to " +
+                     std::to_string(max_new_tokens < 1 ? 0 : max_new_tokens - 1) +
+                     " for --scenario preempt (--max-new-tokens " + std::to_string(max_new_tokens) + ")");
+    return;
+  }
   if (scenario != "refill" && scenario != "restore") return;
   if (max_new_tokens < 3)
     throw BadInput("--scenario " + scenario + " needs --max-new-tokens 3 or more (a step before the event and one " +
@@ -283,9 +290,9 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
   check_run(m, prompt, o);
   const std::size_t V = m.vocab(), n = prompt.size(), T = o.max_new_tokens;
   const bool prefix = s.name == "prefix", batch = s.name == "batch", refill = s.name == "refill",
-             restore = s.name == "restore";
-  if (!prefix && !batch && !refill && !restore)
-    throw BadInput("scenario '" + s.name + "': expected prefix, refill, restore or batch");
+             restore = s.name == "restore", preempt = s.name == "preempt";
+  if (!prefix && !batch && !refill && !restore && !preempt)
+    throw BadInput("scenario '" + s.name + "': expected prefix, refill, restore, batch or preempt");
   check_event_step(s.name, s.at_step, T);
   if (prefix && (s.shared < 1 || s.shared >= n || s.donor.size() < s.shared ||
                  !std::equal(s.donor.begin(), s.donor.begin() + static_cast<std::ptrdiff_t>(s.shared), prompt.begin())))
@@ -328,6 +335,9 @@ RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const Sce
       for (std::size_t i = 1; i < seqs.size(); ++i)  // the others: greedy (their own token again when not decoded)
         seqs[i].push_back(i < zs.size() ? argmax(zs[i]) : seqs[i].back());
       z = std::move(zs.front());
+    } else if (preempt && t == s.at_step) {  // preempted: the memory dropped; the prompt and every token so far
+      llama_memory_clear(llama_get_memory(ctx.get()), true);  // decoded in one call, whose last row chooses the token
+      z = call(ctx.get(), r, seqs[0], V);
     } else if (t > 0 || !prefix) {
       z = call(ctx.get(), r, t == 0 ? seqs[0] : std::vector<int>{seqs[0].back()}, V);
     }

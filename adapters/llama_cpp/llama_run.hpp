@@ -1,7 +1,7 @@
 // One llama.cpp run of one prompt on one path (cache ON: one evaluation of the prompt, then one token per evaluation
 // against the KV cache; cache OFF: the cache cleared and the whole sequence evaluated at every step), or the scenario
-// side of prefix, refill, restore or batch (docs/SCENARIOS.md), with kvconf's sampler and shared draws, and every
-// llama_decode call as llama.cpp's memory reports it (docs/LLAMA_CPP.md).
+// side of prefix, refill, restore, batch or preempt (docs/SCENARIOS.md), with kvconf's sampler and shared draws, and
+// every llama_decode call as llama.cpp's memory reports it (docs/LLAMA_CPP.md).
 #pragma once
 
 #include <cstddef>
@@ -48,8 +48,9 @@ struct RunOptions {
 
 // The scenario side of a scenario other than cache and chunked (run_scenario; its reference side is `run` cache ON).
 struct ScenarioSide {
-  std::string name;  // prefix | refill | restore | batch
-  // refill, restore: the event follows step at_step's token (1 <= at_step <= T - 2), as the HF adapter.
+  std::string name;  // prefix | refill | restore | batch | preempt
+  // refill, restore: the event follows step at_step's token (1 <= at_step <= T - 2), as the HF adapter; preempt: step
+  // at_step's call is the recompute of the prompt and every token so far over a cleared memory (1 <= at_step <= T - 1).
   std::size_t at_step = 3;
   // prefix: another request (`donor`, sharing the prompt's first `shared` tokens) is decoded into sequence 1 of a
   // unified KV cache, its first `shared` rows copied to sequence 0 (llama_memory_seq_cp) and its own rows removed;
@@ -60,8 +61,8 @@ struct ScenarioSide {
   std::vector<std::vector<int>> batch_with;
 };
 
-// refill and restore: BadInput unless a step precedes the event and one follows it (1 <= at_step <= T - 2); nothing
-// for another scenario.
+// refill and restore: BadInput unless a step precedes the event and one follows it (1 <= at_step <= T - 2); preempt:
+// unless a step precedes its recompute (1 <= at_step <= T - 1); nothing for another scenario.
 void check_event_step(const std::string& scenario, std::size_t at_step, std::size_t max_new_tokens);
 
 // BadInput naming the accepted types unless `name` is a cache type RunOptions::cache_type accepts.
@@ -106,7 +107,8 @@ class Model {
 RunResult run(const Model& m, const std::vector<int>& prompt, bool cache_on, const RunOptions& o);
 
 // The scenario side of `s` (refill: the memory cleared after step at_step and everything but the newest token
-// decoded again; restore: the sequence's state saved with llama_state_seq_get_data after step at_step and generation
+// decoded again; preempt: the memory cleared at step at_step and the prompt and every token so far decoded in that
+// step's call, its last row choosing the token; restore: the sequence's state saved with llama_state_seq_get_data after step at_step and generation
 // continued in a new context it was restored into). BadInput for options the scenario cannot use.
 RunResult run_scenario(const Model& m, const std::vector<int>& prompt, const ScenarioSide& s, const RunOptions& o);
 

@@ -97,10 +97,12 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.sampler.temperature, "temperature (default 1)");
   app.add_option("--seed", o.sampler.seed, "seed of the shared draws step_draw(seed, t) (default 0)");
   app.add_option("--scenario", scenario,
-                 "cache (default: cache ON vs OFF), or both sides of chunked, prefix, refill, restore or batch (vs "
-                 "the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md)");
+                 "cache (default: cache ON vs OFF), or both sides of chunked, prefix, refill, restore, batch or "
+                 "preempt (vs the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md)");
   app.add_option("--chunk", chunk, "tokens per prompt chunk of --scenario chunked (default 4)");
-  app.add_option("--at-step", at_step, "refill, restore: the event follows this step's token (default 3)");
+  app.add_option("--at-step", at_step,
+                 "refill, restore: the event follows this step's token; preempt: this step's call recomputes the "
+                 "prompt and every token so far over a cleared memory (default 3)");
   app.add_flag("--kv", o.kv,
                "also write k_rows / v_rows (the sequence's cached K and V, read from llama.cpp's saved state) for "
                "kvconf check's cached_kv rule; not for models with sliding-window layers");
@@ -191,7 +193,8 @@ int main(int argc, char** argv) {
           sc["side"] = on ? "scenario" : "reference";
           side = "." + scenario;
           if (scenario == "chunked") sc["chunk"] = chunk, side += std::to_string(chunk);
-          if (scenario == "refill" || scenario == "restore") sc["at_step"] = at_step, side += std::to_string(at_step);
+          if (scenario == "refill" || scenario == "restore" || scenario == "preempt")
+            sc["at_step"] = at_step, side += std::to_string(at_step);
           if (scenario == "prefix") sc["shared"] = ss.shared;
           side += on ? ".scenario" : ".reference";
         }

@@ -29,8 +29,8 @@ std::string calls_text(const std::vector<CallRecord>& v, std::size_t from) {
   return s.empty() ? "none" : s;
 }
 
-// " (step t)" when call `i` chose token t, " (before step t)" when it fed a prompt chunk or a refill before the call
-// that chose token t; nothing without call_of_step.
+// " (step t)" when call `i` chose token t (a preempt's recompute included), " (before step t)" when it fed a prompt
+// chunk or a refill before the call that chose token t; nothing without call_of_step.
 std::string step_of(const std::vector<std::size_t>& call_of_step, std::size_t i) {
   for (std::size_t t = 0; t < call_of_step.size(); ++t) {
     if (call_of_step[t] == i) return " (step " + std::to_string(t) + ")";
@@ -273,7 +273,8 @@ ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std:
     else
       e.b.push_back(t == 0 ? CallRecord{n, 0} : CallRecord{1, n + t - 1});
   }
-  // Side A: the prompt as the scenario feeds it, then one decode per step (refill: its prefill before step at_step).
+  // Side A: the prompt as the scenario feeds it, then one decode per step (refill: its prefill before step at_step;
+  // preempt: step at_step's call is the recompute of the prompt and the at_step tokens so far, over an empty cache).
   // batch: the prompt in one call with every other prompt, then one row per sequence per call.
   std::size_t batch_prompt_rows = n;
   for (const auto& p : so.batch_with) batch_prompt_rows += p.size();
@@ -290,7 +291,10 @@ ExpectedCalls expected_calls(Scenario s, const engine::ScenarioOptions& so, std:
   }
   for (std::size_t t = 1; t < steps; ++t) {
     if (s == Scenario::refill && t == so.at_step) e.a.push_back({n + t - 1, 0});
-    e.a.push_back({1, n + t - 1, s == Scenario::batch ? batch_decode_rows : 0});
+    if (s == Scenario::preempt && t == so.at_step)
+      e.a.push_back({n + t, 0});
+    else
+      e.a.push_back({1, n + t - 1, s == Scenario::batch ? batch_decode_rows : 0});
   }
   return e;
 }

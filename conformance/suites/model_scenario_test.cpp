@@ -2,10 +2,11 @@
 // the fixtures under every CPU profile: cache ON vs OFF under the scenario rules (its path and cached_kv), a shared
 // prefix taken from another request's cache vs computed fresh, the prompt prefilled in chunks (1, 4 and 7 tokens) vs
 // in one call, the cache dropped and refilled mid-generation, the context copied (saved and restored)
-// mid-generation, the prompt prefilled and decoded in a batch with a longer and a shorter request vs alone. Each
-// prompt's rules: the path each side took, cached_kv, bitwise for restore and for the invariant profile, the near-tie
-// rules otherwise (scenario_rules.hpp).
-// Names: Cpu/ScenarioConformance.<Cache|Prefix|Chunked|Refill|Restore|Batch>/<fixture>__<profile>__<strategy>...;
+// mid-generation, the prompt prefilled and decoded in a batch with a longer and a shorter request vs alone, a
+// preempted request whose step recomputes everything so far over an empty cache. Each prompt's rules: the path each
+// side took, cached_kv, bitwise for restore and for the invariant profile, the near-tie rules otherwise
+// (scenario_rules.hpp).
+// Names: Cpu/ScenarioConformance.<Cache|Prefix|Chunked|Refill|Restore|Batch|Preempt>/<fixture>__<profile>__...;
 // built with KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
 #include "kvconf/conformance/scenario_rules.hpp"
 #include "model_suite_support.hpp"
@@ -68,6 +69,7 @@ TEST_P(ScenarioConformance, Chunked) { run_case(engine::Scenario::chunked, {1, 4
 TEST_P(ScenarioConformance, Refill) { run_case(engine::Scenario::refill); }
 TEST_P(ScenarioConformance, Restore) { run_case(engine::Scenario::restore); }
 TEST_P(ScenarioConformance, Batch) { run_case(engine::Scenario::batch); }
+TEST_P(ScenarioConformance, Preempt) { run_case(engine::Scenario::preempt); }
 
 // The default cases only (greedy, 2 prompts, 12 steps): the slow sweep's cases ran about 40 s each, 80 of them.
 std::vector<ModelParam> scenario_params() {

@@ -20,13 +20,16 @@ const char* scenario_fault_name(ScenarioFault f) {
       return "restore_rounds_cache";
     case ScenarioFault::batch_padding_leaks:
       return "batch_padding_leaks";
+    case ScenarioFault::preempt_forgets_layer:
+      return "preempt_forgets_layer";
   }
   return "?";
 }
 
 std::vector<ScenarioFault> all_scenario_faults() {
   return {ScenarioFault::prefix_row_short, ScenarioFault::chunk_boundary_skip, ScenarioFault::refill_forgets_layer,
-          ScenarioFault::restore_rounds_cache, ScenarioFault::batch_padding_leaks};
+          ScenarioFault::restore_rounds_cache, ScenarioFault::batch_padding_leaks,
+          ScenarioFault::preempt_forgets_layer};
 }
 
 Scenario scenario_of(ScenarioFault f) {
@@ -41,6 +44,8 @@ Scenario scenario_of(ScenarioFault f) {
       return Scenario::restore;
     case ScenarioFault::batch_padding_leaks:
       return Scenario::batch;
+    case ScenarioFault::preempt_forgets_layer:
+      return Scenario::preempt;
   }
   return Scenario::cache;
 }
@@ -64,6 +69,13 @@ struct ChunkBoundarySkip : ScenarioHooks {
 
 struct RefillForgetsLayer : ScenarioHooks {
   void after_refill(KvCache& cache, Format) const override {
+    std::fill_n(cache.k.back().begin(), cache.n * cache.kv_dim, 0.0f);
+    std::fill_n(cache.v.back().begin(), cache.n * cache.kv_dim, 0.0f);
+  }
+};
+
+struct PreemptForgetsLayer : ScenarioHooks {
+  void after_preempt(KvCache& cache, Format) const override {
     std::fill_n(cache.k.back().begin(), cache.n * cache.kv_dim, 0.0f);
     std::fill_n(cache.v.back().begin(), cache.n * cache.kv_dim, 0.0f);
   }
@@ -107,6 +119,7 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
   static const RefillForgetsLayer refill;
   static const RestoreRoundsCache restore;
   static const BatchPaddingLeaks batch;
+  static const PreemptForgetsLayer preempt;
   switch (f) {
     case ScenarioFault::prefix_row_short:
       return prefix;
@@ -118,6 +131,8 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
       return restore;
     case ScenarioFault::batch_padding_leaks:
       return batch;
+    case ScenarioFault::preempt_forgets_layer:
+      return preempt;
   }
   return plain_scenario();
 }

@@ -22,7 +22,7 @@ constexpr ScenarioInfo kScenarios[] = {
 constexpr bool enum_matches_table() {
   for (std::size_t i = 0; i < std::size(kScenarios); ++i)
     if (static_cast<std::size_t>(kScenarios[i].id) != i) return false;
-  return std::size(kScenarios) == static_cast<std::size_t>(Scenario::restore) + 1;
+  return std::size(kScenarios) == static_cast<std::size_t>(Scenario::preempt) + 1;
 }
 static_assert(enum_matches_table(), "engine/scenarios.json and enum class Scenario list different scenarios");
 
@@ -123,6 +123,9 @@ void check_options(std::span<const int> prompt, Scenario s, const ScenarioOption
     throw std::invalid_argument("scenario " + std::string(scenario_name(s)) +
                                 ": at_step = " + std::to_string(so.at_step) +
                                 ", expected 1 .. steps − 2 = " + std::to_string(o.steps < 2 ? 0 : o.steps - 2));
+  if (s == Scenario::preempt && (so.at_step == 0 || so.at_step >= o.steps))  // the recompute is step at_step's call
+    throw std::invalid_argument("scenario preempt: at_step = " + std::to_string(so.at_step) +
+                                ", expected 1 .. steps − 1 = " + std::to_string(o.steps < 1 ? 0 : o.steps - 1));
   if (s == Scenario::prefix) {
     const std::size_t common = shared_prefix(prompt, so.donor);
     if (so.shared > common)
@@ -183,7 +186,7 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
   Side side(ctx, o);
   std::optional<Context> restored;  // restore: the copy generation continues in
   // The prompt.
-  if (s == Scenario::cache || s == Scenario::refill || s == Scenario::restore) {
+  if (s == Scenario::cache || s == Scenario::refill || s == Scenario::restore || s == Scenario::preempt) {
     side.call([&](Context& c) { return c.prefill(seq, o.forward); });
   } else if (s == Scenario::chunked) {
     for (const auto& [b, e] : h.chunks(seq.size(), so.chunk))
@@ -197,7 +200,16 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
     side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).subspan(shared), o.forward); });
   }
   for (std::size_t t = 0; t < o.steps; ++t) {
-    if (t > 0) side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
+    if (t > 0 && t == so.at_step && s == Scenario::preempt) {
+      // Preempted: the cache was dropped; this step's call recomputes the prompt and every token chosen so far, the
+      // newest included, over an empty cache, chooses the step's token from its last row and keeps the cache it built
+      // (vLLM's recompute preemption: no separate decode of the newest token).
+      side.ctx().reset();
+      side.call([&](Context& c) { return c.prefill(seq, o.forward); });
+      side.ctx().rewrite_cache([&](KvCache& c) { h.after_preempt(c, ctx.model().storage); });
+    } else if (t > 0) {
+      side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
+    }
     const int tok = side.choose(t);
     if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;
     seq.push_back(tok);

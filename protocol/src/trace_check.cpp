@@ -127,10 +127,27 @@ std::string growth_difference(const std::string& label, const Trace& t) {
   return {};
 }
 
+// The rows of the whole call each expected call accepts, from what the engine reported (`have`): on the batch
+// scenario's side A (`must_batch`) any batch larger than this sequence's rows ("at least fed + 1" when it was not);
+// on every other side, alone or beside other requests (a serving engine's scheduler batches the traced request with
+// whatever else it runs: vLLM's sides both run beside a competitor), so a reported batch is taken as it is. Only fed
+// and cached are then compared.
+void accept_reported_batches(std::vector<engine::CallRecord>& want, const std::vector<engine::CallRecord>& have,
+                             bool must_batch) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::size_t rows = i < have.size() ? std::max(have[i].batch, have[i].fed) : 0;
+    if (must_batch)
+      want[i].batch = rows > want[i].fed ? rows : want[i].fed + 1;
+    else if (i < have.size() && have[i].batch > have[i].fed)
+      want[i].batch = have[i].batch;
+  }
+}
+
 // scenario_path: each side's calls, as its engine reported them, are the ones its scenario makes (an adapter whose
 // cache-ON side recomputes, or whose reference side used a cache, fails it), and with 1.2's engine report each call
-// left in the engine's cache what it fed. In a batch the other sequences are the engine's (a padded batch's rows
-// included), so side A's calls must only hold more rows than this sequence fed.
+// left in the engine's cache what it fed. The other sequences of a call are the engine's (a padded batch's rows
+// included): the batch scenario's side A must hold more rows than this sequence fed, and any call of any other side
+// may report a batch (accept_reported_batches).
 std::optional<results::CheckResult> path_rule(const TracePair& p) {
   if (p.scenario_side.calls.empty() || p.reference_side.calls.empty()) return std::nullopt;
   engine::ScenarioOptions so;
@@ -139,13 +156,8 @@ std::optional<results::CheckResult> path_rule(const TracePair& p) {
   const std::size_t T = std::min(p.scenario_side.generated_ids.size(), p.reference_side.generated_ids.size());
   conformance::ExpectedCalls want = conformance::expected_calls(
       p.scenario_side.scenario, so, p.scenario_side.prompt_ids.size(), p.scenario_side.shared, T);
-  if (p.scenario_side.scenario ==
-      engine::Scenario::batch)  // any batch larger than this sequence's rows ("at least fed + 1" when it was not)
-    for (std::size_t i = 0; i < want.a.size(); ++i) {
-      const std::size_t have =
-          i < p.scenario_side.calls.size() ? std::max(p.scenario_side.calls[i].batch, p.scenario_side.calls[i].fed) : 0;
-      want.a[i].batch = have > want.a[i].fed ? have : want.a[i].fed + 1;
-    }
+  accept_reported_batches(want.a, p.scenario_side.calls, p.scenario_side.scenario == engine::Scenario::batch);
+  accept_reported_batches(want.b, p.reference_side.calls, false);
   const std::string of = " of " + std::string(engine::scenario_name(p.scenario_side.scenario)) + ")";
   const std::string label_a = p.scenario_side.file.filename().string() + " (side A" + of,
                     label_b = p.reference_side.file.filename().string() + " (side B" + of;

@@ -194,10 +194,12 @@ TEST(LlamaCppCheck, ChunkSizesShareAFolder) {
 // request's sequence with llama_memory_seq_cp), refill (the memory cleared after step 3 and everything but the newest
 // token decoded again), restore (the sequence's state saved with llama_state_seq_get_data after step 3 and generation
 // continued in a new context it was restored into), batch (the request decoded in every llama_decode with two other
-// requests). llama2-tiny f16, f16 cache, soft_max and flash attention, 2 prompts × 8 greedy tokens: each side's calls
-// are its scenario's as llama.cpp's memory reported them, and every rule passes (restore: bit for bit).
+// requests), preempt (the memory cleared at step 3 and the prompt and the 3 tokens so far decoded in that step's call,
+// whose last row chooses its token). llama2-tiny f16, f16 cache, soft_max and flash attention, 2 prompts × 8 greedy
+// tokens: each side's calls are its scenario's as llama.cpp's memory reported them, and every rule passes (restore:
+// bit for bit).
 TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
-  for (const char* scenario : {"prefix", "refill", "restore", "batch"})
+  for (const char* scenario : {"prefix", "refill", "restore", "batch", "preempt"})
     for (const bool flash : {false, true}) {
       testing::LlamaRun run{"llama2-tiny", "f16", "f16", flash, "greedy", 2, 8};
       run.scenario = scenario;
@@ -217,6 +219,13 @@ TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
           ASSERT_GT(a.size(), 3u);
           EXPECT_EQ(a[3].fed, n + 2);  // after step 3's token: everything but it, from an empty memory
           EXPECT_EQ(a[3].cached, 0u);
+        } else if (run.scenario == "preempt") {
+          ASSERT_EQ(a.size(), p.scenario_side.generated_ids.size());  // no call but the steps' own
+          EXPECT_EQ(a[3].fed, n + 3);  // step 3: the prompt and the 3 tokens so far, from an empty memory
+          EXPECT_EQ(a[3].cached, 0u);
+          EXPECT_EQ(p.scenario_side.call_of_step[3], 3u);
+          EXPECT_EQ(a[4].fed, 1u);
+          EXPECT_EQ(a[4].cached, n + 3);
         }
         const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
         SCOPED_TRACE(rec.key());

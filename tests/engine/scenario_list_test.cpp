@@ -45,7 +45,7 @@ TEST(ScenarioList, EngineTableIsTheJson) {
     EXPECT_EQ(rows[i].at("prefill_bitwise"), info.prefill_bitwise);
     EXPECT_EQ(kvconf::engine::parse_scenario(info.name), info.id);
   }
-  EXPECT_EQ(kvconf::engine::parse_scenario("preempt"), std::nullopt);
+  EXPECT_EQ(kvconf::engine::parse_scenario("swap"), std::nullopt);
 }
 
 TEST(ScenarioList, TraceSchemaNamesTheSameScenarios) {

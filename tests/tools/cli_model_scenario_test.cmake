@@ -13,12 +13,12 @@ file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 set(RUN model --model fixture:llama2-tiny --n 2 --seeds 0 --max-new-tokens 8 --strategies greedy)
 
-# Every scenario: 2 profiles x 2 prompts x 6 scenarios = 24 pairs.
+# Every scenario: 2 profiles x 2 prompts x 7 scenarios = 28 pairs.
 kv(0 ${RUN} --profile fp16-eager,fp16-invariant --scenario all --out "${OUT}/all")
 file(STRINGS "${OUT}/all/pairs.jsonl" lines)
 list(LENGTH lines n)
-if(NOT n EQUAL 24)
-  message(FATAL_ERROR "--scenario all: expected 24 records, got ${n}\n${last_out}")
+if(NOT n EQUAL 28)
+  message(FATAL_ERROR "--scenario all: expected 28 records, got ${n}\n${last_out}")
 endif()
 set(seen "")
 foreach(line IN LISTS lines)
@@ -43,13 +43,13 @@ foreach(line IN LISTS lines)
   if((profile MATCHES "^fp16-invariant\\+" OR profile MATCHES "\\+restore$") AND NOT "scenario_bitwise" IN_LIST rules)
     message(FATAL_ERROR "${profile}: bitwise is demanded but no scenario_bitwise rule: ${rules}")
   endif()
-  if(profile MATCHES "^fp16-eager\\+(prefix|batch|chunked|refill)$" AND NOT "no_flip" IN_LIST rules AND
+  if(profile MATCHES "^fp16-eager\\+(prefix|batch|chunked|refill|preempt)$" AND NOT "no_flip" IN_LIST rules AND
      NOT "flip_near_tie" IN_LIST rules)
     message(FATAL_ERROR "${profile}: no near-tie rule: ${rules}")
   endif()
 endforeach()
 foreach(p fp16-eager fp16-eager+prefix fp16-eager+batch fp16-eager+chunked fp16-eager+refill fp16-eager+restore
-          fp16-invariant fp16-invariant+batch)
+          fp16-eager+preempt fp16-invariant fp16-invariant+batch fp16-invariant+preempt)
   if(NOT "${p}" IN_LIST seen)
     message(FATAL_ERROR "no record filed under ${p}: ${seen}")
   endif()
@@ -60,13 +60,13 @@ if(NOT junit MATCHES "fp16-eager\\+batch" OR NOT junit MATCHES "ScenarioRules" O
 endif()
 file(READ "${OUT}/all/manifest.json" manifest)
 string(JSON sc LENGTH "${manifest}" options scenarios)
-if(NOT sc EQUAL 6)
-  message(FATAL_ERROR "manifest.json: options.scenarios has ${sc} entries, expected 6\n${manifest}")
+if(NOT sc EQUAL 7)
+  message(FATAL_ERROR "manifest.json: options.scenarios has ${sc} entries, expected 7\n${manifest}")
 endif()
 
 # --resume: nothing redone; another --scenario list is refused, naming the flag.
 kv(0 ${RUN} --profile fp16-eager,fp16-invariant --scenario all --out "${OUT}/all" --resume)
-if(NOT last_out MATCHES "24 pairs \\(0 run now, 24 resumed\\)")
+if(NOT last_out MATCHES "28 pairs \\(0 run now, 28 resumed\\)")
   message(FATAL_ERROR "--resume of a finished scenario run redid work:\n${last_out}")
 endif()
 kvconf_expect_bad("--resume with other scenarios" "--scenario"

@@ -1,9 +1,11 @@
 // The rules of a scenario pair on kvconf's engine (docs/SCENARIOS.md): both sides of scenario s (engine/scenario.hpp)
 // run free-running with the shared draws, then
 //   scenario_path            every forward call of both sides fed the tokens and attended over the cached rows the
-//                            scenario says (side A: its prefix rows, chunks, refill prefill; side B: the plain path),
+//                            scenario says (side A: its prefix rows, chunks, refill prefill, preempt recompute; side
+//                            B: the plain path),
 //                            so a side that quietly took another path fails;
-//   scenario_shared_bitwise  refill and restore: the steps before the event are the same computation on both sides;
+//   scenario_shared_bitwise  refill, restore and preempt: the steps before the event are the same computation on both
+//                            sides;
 //   scenario_bitwise         restore (every engine), and every scenario under a profile claiming cache_invariant:
 //                            every step's logits and tokens bit for bit;
 //   cached_kv                side A's cached K/V rows against side B's (cached_kv_rule below);
@@ -39,9 +41,9 @@ CheckResult scenario_path_rule(const std::string& scenario, const std::string& l
                                const std::vector<engine::CallRecord>& b, const ExpectedCalls& want, std::uint64_t seed,
                                const std::vector<std::size_t>& steps_a = {},
                                const std::vector<std::size_t>& steps_b = {});
-// On a pair whose logits were kept: scenario_shared_steps_bitwise for refill and restore (the steps before at_step),
-// and scenario_bitwise for restore and whenever `bitwise_why` is not empty (why it is demanded: an invariant profile,
-// --expect-bitwise). Tokens and logits, over every step either side has (a missing step is a difference).
+// On a pair whose logits were kept: scenario_shared_steps_bitwise for refill, restore and preempt (the steps before
+// at_step), and scenario_bitwise for restore and whenever `bitwise_why` is not empty (why it is demanded: an invariant
+// profile, --expect-bitwise). Tokens and logits, over every step either side has (a missing step is a difference).
 CheckResults scenario_bitwise_rules(engine::Scenario s, std::size_t at_step, const std::string& bitwise_why,
                                     const analysis::PairedRun& run, std::uint64_t seed);
 
@@ -82,8 +84,8 @@ std::vector<std::size_t> kv_row_calls(const std::vector<engine::CallRecord>& cal
 
 // The options the model suites and `kvconf model --scenario` use for a prompt: prefix shares the prompt's first half
 // (at least one token) with a donor made of that half and `other`'s tokens after its first (a second request behind
-// the same system prompt); chunks of 4; refill and restore after step max(1, steps / 3); batch with `other` followed
-// by the prompt (longer) and `other`'s first third of min(|other|, |prompt|) tokens (shorter, at least one).
+// the same system prompt); chunks of 4; refill, restore and preempt at step max(1, steps / 3); batch with `other`
+// followed by the prompt (longer) and `other`'s first third of min(|other|, |prompt|) tokens (shorter, at least one).
 engine::ScenarioOptions scenario_options(const std::vector<int>& prompt, const std::vector<int>& other,
                                          std::size_t steps);
 

@@ -11,6 +11,10 @@
 //   batch    A: the sequence prefilled and decoded inside a batch of others (Context::forward_batch: the GEMMs see
 //               M = every sequence's rows, attention a variable-length batch)
 //                                                                   B: cache-ON, alone
+//   preempt  A: at step `at_step` the cache has been dropped and the step's call recomputes the prompt and every
+//               token chosen so far over an empty cache, choosing the step's token from its last row (vLLM's
+//               recompute preemption); later steps decode over the cache it built
+//                                                                   B: cache-ON, uninterrupted
 // Both sides sample with the same per-step draws (generate.hpp). Each records, per forward call, how many tokens it fed
 // and over how many cached rows (from the context's trace, as the forward saw them), so a check can prove which path
 // ran. The scenario driver's variation points are ScenarioHooks; the planted scenario faults (engine/faults/) are
@@ -34,11 +38,11 @@ namespace kvconf::engine {
 
 // In the order of engine/scenarios.json, the one list of the scenarios (scenario.cpp checks the two agree at compile
 // time; the adapters and the trace reader read the JSON).
-enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore };
+enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore, preempt };
 const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
 std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
 const std::vector<Scenario>& all_scenarios();                // in the order above
-std::string scenario_names_text();                           // "cache, prefix, batch, chunked, refill or restore"
+std::string scenario_names_text();                           // "cache, prefix, ..., restore or preempt"
 
 // What engine/scenarios.json says of a scenario: its sides' names in a trace, its option, which bitwise rules apply.
 struct ScenarioInfo {
@@ -56,7 +60,8 @@ const ScenarioInfo& scenario_info(Scenario s);
 
 struct ScenarioOptions {
   std::size_t chunk = 4;    // chunked: tokens per prefill chunk (the last chunk takes the rest)
-  std::size_t at_step = 3;  // refill, restore: the event happens after this step's token is chosen (>= 1)
+  std::size_t at_step = 3;  // refill, restore: the event happens after this step's token is chosen (>= 1);
+                            // preempt: this step's call is the recompute (1 .. steps − 1)
   // prefix: the other request's prompt; the first `shared` tokens of both prompts must be equal (0: the whole common
   // prefix of the two prompts, at most the prompt's length − 1).
   std::vector<int> donor;
@@ -95,6 +100,8 @@ class ScenarioHooks : public BatchAttention {
   virtual void after_refill(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
   // restore: called on the restored copy's cache.
   virtual void after_restore(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
+  // preempt: called on the cache right after the preempted request's recompute built it (its logits already taken).
+  virtual void after_preempt(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
 };
 const ScenarioHooks& plain_scenario();  // the defaults
 

@@ -41,9 +41,9 @@ struct ProtocolOptions {
   bool clamp_n = false;                // n larger than the prompts available takes them all (the CLI's default
                                        // when --n is not given); otherwise that is BadInput
   // kvconf model --scenario (docs/SCENARIOS.md): the scenarios each planned pair runs, of cache, prefix, batch,
-  // chunked, refill, restore. "cache" is the protocol's own pair (both regimes); any other runs that scenario's two
-  // sides free-running (conformance::check_scenario: its path, bitwise and near-tie rules), filed under the profile
-  // "<profile>+<scenario>" with the next prompt of the sample as the other request (prefix donor, batch neighbours).
+  // chunked, refill, restore, preempt. "cache" is the protocol's own pair (both regimes); any other runs that
+  // scenario's two sides free-running (conformance::check_scenario: its path, bitwise and near-tie rules), filed under
+  // the profile "<profile>+<scenario>" with the next prompt of the sample as the other request (prefix donor, batch neighbours).
   std::vector<std::string> scenarios = {"cache"};
   bool reuse_free_as_teacher = true;  // a pair without a flip fed both paths the same tokens, so its free run IS
                                       // the teacher-forced run: not run again (tests turn this off to check it)

@@ -1,6 +1,6 @@
 // kvconf.trace/1, /1.1 and /1.2 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one side of
-// a scenario (1.1: prefix, chunked, refill, restore, batch; docs/SCENARIOS.md), read from a .safetensors file whose
-// metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every defect is BadInput naming
+// a scenario (1.1: prefix, chunked, refill, restore, batch, preempt; docs/SCENARIOS.md), read from a .safetensors file
+// whose metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every defect is BadInput naming
 // the file and the field.
 #pragma once
 
@@ -63,8 +63,8 @@ struct Trace {
   // "<fp32|fp16|bf16>-<engine>-<attention>" ("+" and scenario_options() for a scenario other than cache): the profile
   // name the reports group this engine configuration under.
   std::string profile() const;
-  // The scenario with the option a folder may hold several values of: "chunked4", "refill3", "restore3"; "prefix",
-  // "batch" (prefix's shared rows follow the prompt).
+  // The scenario with the option a folder may hold several values of: "chunked4", "refill3", "restore3",
+  // "preempt3"; "prefix", "batch" (prefix's shared rows follow the prompt).
   std::string scenario_options() const;
   // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id, scenario and its options.
   std::string pair_key() const;

@@ -34,8 +34,8 @@ struct TraceCheckResult {
 
 // One pair's record. `fp32` (may be null): the model in fp32 storage for the replay; its vocabulary must be the
 // traces'. The record's rules (docs/TRACES.md, docs/SCENARIOS.md): scenario_path when both traces carry their calls;
-// prefill_logits_bitwise (cache); scenario_shared_steps_bitwise (refill, restore); scenario_bitwise (restore, and
-// every pair with expect_bitwise); then flip_rules (conformance/model_cases.hpp).
+// prefill_logits_bitwise (cache); scenario_shared_steps_bitwise (refill, restore, preempt); scenario_bitwise (restore,
+// and every pair with expect_bitwise); then flip_rules (conformance/model_cases.hpp).
 results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model* fp32, double* replay_diff = nullptr,
                                         bool expect_bitwise = false);
 

@@ -19,6 +19,8 @@ enum class ScenarioFault : std::uint8_t {
                          // save: rounded toward zero by up to one ulp of the storage format)
   batch_padding_leaks,   // batch: a sequence shorter than the batch's longest attends over the padding in front of it
                          // (a left-padded, zero-initialised K/V buffer whose key mask was dropped)
+  preempt_forgets_layer,  // preempt: the cache the recompute built keeps zeros in its last layer (its blocks
+                          // reallocated, never rewritten); the recompute's own logits are right, the later steps not
 };
 const char* scenario_fault_name(ScenarioFault f);
 std::vector<ScenarioFault> all_scenario_faults();
