@@ -111,8 +111,8 @@ CheckResults scenario_bitwise_rules(Scenario s, std::size_t at_step, const std::
   if (info.bitwise_before_event) {
     const StepsCompared c = compare_steps(run, at_step);
     r.push_back(detail::bitwise_result("scenario_shared_steps_bitwise", c.equal ? 0.0 : std::max(c.worst, 1e-300), seed,
-                                       name + ": steps 0.." + std::to_string(at_step) +
-                                           " (before the event) are the same computation; max |dz| " +
+                                       name + ": the steps before step " + std::to_string(at_step) +
+                                           " (the event's) are the same computation; max |dz| " +
                                            detail::num(c.worst)));
   }
   if (info.bitwise || !bitwise_why.empty()) {
