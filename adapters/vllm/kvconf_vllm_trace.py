@@ -33,7 +33,7 @@ from vllm_engine import (  # noqa: E402
     cpu_name,
     vllm_version,
 )
-from vllm_scenarios import NOT_EXPRESSIBLE, VLLM_SCENARIOS, Pair, Side, run_scenario  # noqa: E402
+from vllm_scenarios import KV_FORMATS, NOT_EXPRESSIBLE, VLLM_SCENARIOS, Pair, Side, run_scenario  # noqa: E402
 
 EXPECTED_VLLM = "0.32.0"  # the version scripts/requirements-vllm.txt pins; another is refused (docs/VLLM.md)
 ATTENTION = "cpu_attn"    # vLLM's CPU attention backend (CPU_ATTN, paged), the only one on this build
@@ -82,20 +82,22 @@ def side_filename(prompt_id: str, dtype: str, scenario: dict[str, Any], path: st
     kvs = "" if kv == "auto" else f".kv-{kv}"
     if name == "cache":
         return f"{prompt_id}.{dtype}{kvs}.vllm.greedy.s0.{'on' if path == 'cache_on' else 'off'}.safetensors"
-    opt = "".join(str(scenario[k]) for k in ("chunk", "at_step") if k in scenario)
+    opt = "".join(str(scenario[k]) for k in ("chunk", "at_step") if k in scenario) + (
+        f"_{scenario['kv_format']}" if "kv_format" in scenario else "")
     return f"{prompt_id}.{dtype}{kvs}.vllm.greedy.s0.{name}{opt}.{scenario['side']}.safetensors"
 
 
 def _scenarios(s: str) -> list[str]:
     if s == "all":
         return list(VLLM_SCENARIOS)
+    known = (*VLLM_SCENARIOS, "kv_dtype")
     items = [x.strip() for x in s.split(",") if x.strip()]
     for x in items:
         if x in NOT_EXPRESSIBLE:
             raise argparse.ArgumentTypeError(f"--scenario {x}: {NOT_EXPRESSIBLE[x]}")
-        if x not in VLLM_SCENARIOS:
+        if x not in known:
             raise argparse.ArgumentTypeError(f"--scenario {x}: unknown (expected all or a comma list of "
-                                             f"{', '.join(VLLM_SCENARIOS)})")
+                                             f"{', '.join(known)})")
     if not items or len(set(items)) != len(items):
         raise argparse.ArgumentTypeError(f"--scenario must be all or a comma list of distinct scenarios (got '{s}')")
     return items
@@ -120,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prefix: the tokens taken from the donor's cache (whole 32-token blocks; default the most)")
     p.add_argument("--chunk", type=hf._positive_int("--chunk"), default=16,
                    help="chunked: vLLM's token budget per step, max_num_batched_tokens (default 16)")
+    p.add_argument("--kv-format", choices=tuple(KV_FORMATS), default="fp8_e4m3",
+                   help="kv_dtype: side A's KV cache format (vLLM's kv_cache_dtype; default fp8_e4m3, vLLM's 'fp8')")
     p.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
                    help="vLLM's kv_cache_dtype for every engine (auto: the model's dtype; fp8: vLLM's fp8 cache)")
     p.add_argument("--kv", action="store_true",
@@ -209,7 +213,7 @@ def _write(args: argparse.Namespace, prompts: list[dict[str, Any]], vocab: int, 
             option = {"prefix": args.shared, "chunked": args.chunk}.get(name)
             t0 = time.perf_counter()
             pair: Pair = run_scenario(name, pool.get, base, ids, other, args.max_new_tokens, option, plant,
-                                      args.kv)
+                                      args.kv, args.kv_format if name == "kv_dtype" else None)
             elapsed = time.perf_counter() - t0
             if mmeta is None:
                 eng = next(iter(pool.engines.values()))

@@ -90,3 +90,4 @@ def test_fp8_kv_cache_refused_where_the_cpu_cannot(vllm_python: Path, base: list
         pytest.skip("this CPU has AVX-512 or AMX: vLLM's fp8 KV cache runs here (the kv_dtype comparison is not yet "
                     "judged by kvconf check: docs/VLLM.md)")
     expect_exit2(run(vllm_python, *base, "--kv-cache-dtype", "fp8"), "kv_cache_dtype fp8", "needs AVX-512 or AMX")
+    expect_exit2(run(vllm_python, *base, "--scenario", "kv_dtype"), "kv_dtype", "needs AVX-512 or AMX")

@@ -10,11 +10,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from vllm_engine import BLOCK_SIZE, Engine, EngineConfig, EngineError, Request, Result
+from vllm_engine import (
+    BLOCK_SIZE,
+    Engine,
+    EngineConfig,
+    EngineError,
+    Request,
+    Result,
+    cpu_capability,
+    fp8_cache_supported,
+)
 
 # vLLM's scenarios: kvconf's list (engine/scenarios.json) less restore (vLLM's offline API saves no request's cache)
 # and refill (vLLM rebuilds a preempted request with the newest token inside the recompute: that is preempt)
-VLLM_SCENARIOS = ("cache", "prefix", "batch", "chunked", "preempt")
+VLLM_SCENARIOS = ("cache", "prefix", "batch", "chunked", "preempt")  # --scenario all
+# kv_dtype (vLLM's fp8 KV cache against the model's own) only when asked: it needs a CPU with AVX-512 or AMX
+KV_FORMATS = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # kvconf's kv_format -> vLLM's kv_cache_dtype
 NOT_EXPRESSIBLE = {
     "refill": "vLLM recomputes a preempted request with its newest token inside the recompute: use --scenario preempt",
     "restore": "vLLM's offline API cannot save and restore one request's KV cache",
@@ -77,6 +88,8 @@ def check_option(name: str, n: int, steps: int, option: int | None) -> int | Non
     """The scenario's option for a prompt of n tokens, or EngineError saying why vLLM cannot take it."""
     if name in NOT_EXPRESSIBLE:
         raise EngineError(f"scenario '{name}': {NOT_EXPRESSIBLE[name]}")
+    if name == "kv_dtype":
+        return None
     if name not in VLLM_SCENARIOS:
         raise EngineError(f"scenario '{name}': unknown (expected one of {', '.join(VLLM_SCENARIOS)})")
     if name == "prefix":
@@ -100,7 +113,8 @@ def check_option(name: str, n: int, steps: int, option: int | None) -> int | Non
 
 
 def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: EngineConfig, prompt: Sequence[int],
-                 other: Sequence[int], steps: int, option: int | None, plant: Any = None, kv: bool = False) -> Pair:
+                 other: Sequence[int], steps: int, option: int | None, plant: Any = None, kv: bool = False,
+                 kv_format: str | None = None) -> Pair:
     """Both sides of scenario `name` for one prompt; `other`: another prompt's ids (the other requests' tokens);
     plant: a planted_vllm_faults.Plant for this scenario's side A (the tests), or None; kv: each side's K/V rows as
     vLLM's cache holds them (cache OFF: its step-0 recompute's)."""
@@ -147,6 +161,22 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
                           {"prompt_tokens": len(shorter), "join_at_step": 2, "max_tokens": max(1, steps - 4)}]}
         return Pair(Side(a, "cache_on", {"name": "batch", "side": "scenario"}, _report(a, **rep)),
                     Side(b, "cache_on", {"name": "batch", "side": "reference"}, _report(b)))
+    if name == "kv_dtype":
+        if not fp8_cache_supported():
+            raise EngineError(f"kv_dtype: vLLM's fp8 KV cache on the CPU needs AVX-512 or AMX, and this CPU has "
+                              f"{cpu_capability()} (vllm/v1/attention/backends/cpu_attn.py)")
+        if kv:
+            raise EngineError("kv_dtype with --kv: the layout of vLLM's fp8 CPU cache has not yet been read back "
+                              "against a reference (docs/VLLM.md \"What is not here yet\"): run it without --kv")
+        fmt = kv_format or "fp8_e4m3"
+        eng_a = make(dataclasses.replace(base, kv_cache_dtype=KV_FORMATS[fmt]))
+        install(eng_a)
+        a = eng_a.run([Request("narrow", p, steps)])["narrow"]
+        b = make(base).run([Request("own", p, steps)])["own"]
+        opt_k = {"kv_format": fmt}
+        return Pair(Side(a, "cache_on", {"name": "kv_dtype", "side": "scenario", **opt_k},
+                         _report(a, vllm_kv_cache_dtype=KV_FORMATS[fmt])),
+                    Side(b, "cache_on", {"name": "kv_dtype", "side": "reference", **opt_k}, _report(b)))
     if name == "chunked":
         assert option is not None
         eng_a = make(dataclasses.replace(base, max_num_batched_tokens=option))
