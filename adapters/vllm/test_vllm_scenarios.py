@@ -74,6 +74,11 @@ def setup(request: pytest.FixtureRequest, fixtures_dir: Path, kvconf_exe: Path, 
     out.mkdir(parents=True)
     s = Setup(out, fixtures_dir / "models" / "llama2-tiny", fixtures_dir / "prompts" / "gsm8k.json", kvconf_exe)
     runs = [adapter_argv(s, out / "traces", "all")]
+    # a model with sliding-window layers (Gemma-2): its prefix hit (no --kv: vLLM frees the rows outside the window;
+    # float32: vLLM refuses Gemma-2 in float16, "numerical instability")
+    runs.append(["--model", str(fixtures_dir / "models" / "gemma2-tiny"), "--prompts", str(s.prompts), "--n", "1",
+                 "--max-new-tokens", "8", "--dtype", "float32", "--scenario", "prefix", "--out",
+                 str(out / "gemma2-prefix")])
     runs += [adapter_argv(s, out / name, p.scenario, "--plant", name) for name, p in PLANTS.items()]
     (out / "runs.json").write_text(json.dumps(runs))
     p = subprocess.run([str(vllm_python), str(HERE / "run_many.py"), str(out / "runs.json")], text=True,
@@ -158,6 +163,17 @@ def test_vllm_is_bitwise_where_it_was_measured(setup: Setup, honest: Check) -> N
         pytest.skip(f"measured on AVX2 only; this CPU is {cpu['capability']} ({cpu['model']}): "
                     f"--expect-bitwise exited {check.returncode}")
     assert check.returncode == 0, "vLLM's scenarios are no longer bitwise on this CPU (docs/VLLM.md \"Findings\")"
+
+
+def test_prefix_hits_on_a_sliding_window_model(setup: Setup, fixtures_dir: Path) -> None:
+    """vLLM caches only the window's blocks of Gemma-2's sliding-window layers: the donor ends one token past the
+    prefix, so the blocks at the prefix's end exist, and the hot side hits them (a donor with a block of its own after
+    the prefix left none: num_cached_tokens 0, docs/VLLM.md)."""
+    hot = trace_meta(next((setup.out / "gemma2-prefix").glob("*.prefix.scenario.safetensors")))
+    assert hot["engine_report"]["num_cached_tokens"] == hot["scenario"]["shared"] > 0
+    s = dataclasses.replace(setup, model=fixtures_dir / "models" / "gemma2-tiny")
+    check = kvconf_check(s, setup.out / "gemma2-prefix", setup.out / "gemma2-prefix-check")
+    assert check.returncode == 0
 
 
 @pytest.mark.parametrize("name", PLANTS)

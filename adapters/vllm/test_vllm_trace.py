@@ -91,3 +91,16 @@ def test_fp8_kv_cache_refused_where_the_cpu_cannot(vllm_python: Path, base: list
                     "judged by kvconf check: docs/VLLM.md)")
     expect_exit2(run(vllm_python, *base, "--kv-cache-dtype", "fp8"), "kv_cache_dtype fp8", "needs AVX-512 or AMX")
     expect_exit2(run(vllm_python, *base, "--scenario", "kv_dtype"), "kv_dtype", "needs AVX-512 or AMX")
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--scenario", "cache", "--kv"], ("--kv", "sliding-window layers (window 32)", "without --kv")),
+    (["--scenario", "preempt"], ("preempt", "sliding-window layers", "cache group of their own")),
+])
+def test_what_a_sliding_window_model_cannot_give(vllm_python: Path, base: list[str], fixtures_dir: Path,
+                                                 args: list[str], fragments: tuple[str, ...]) -> None:
+    """Gemma-2's sliding-window layers: vLLM frees their blocks outside the window (no K/V rows to read at the end)
+    and keeps them in a cache group of their own (no single block count for a preemption): exit 2 saying so."""
+    argv = [*base]
+    argv[1] = str(fixtures_dir / "models" / "gemma2-tiny")
+    expect_exit2(run(vllm_python, *argv, *args), *fragments)

@@ -216,6 +216,12 @@ class Engine:
             self.llm = LLM(**kwargs)
         except Exception as e:  # vLLM's own refusal of a configuration: one line, not its traceback
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            errors = getattr(e, "errors", None)  # pydantic's ValidationError: the first error's own message
+            if callable(errors):
+                try:
+                    msg = "; ".join(str(x.get("msg", x)) for x in errors()[:2])
+                except Exception:  # noqa: BLE001 - keep the first line
+                    pass
             raise EngineError(f"vLLM could not build an engine for {cfg.model_dir} ({cfg.dtype}): "
                               f"{type(e).__name__}: {msg}") from None
         self.engine = self.llm.llm_engine
@@ -230,6 +236,13 @@ class Engine:
     def model(self) -> Any:
         """The torch module vLLM runs (in this process): for the planted faults' hooks."""
         return self.llm.apply_model(lambda m: m)[0]
+
+    def sliding_window(self) -> int | None:
+        """The window of the model's sliding-window attention layers (Gemma-2's every other layer), None if it has
+        none: vLLM keeps their KV blocks in a cache group of their own and frees a block once it leaves the window."""
+        windows = [int(w) for layer in self.model().model.layers
+                   if (w := getattr(layer.self_attn.attn, "sliding_window", None)) is not None]
+        return min(windows) if windows else None
 
     def layer_caches(self) -> list[Any]:
         """Each layer's KV cache tensor, (num_blocks, kv_heads, block_size, 2 * head_dim) as vLLM's CPU_ATTN allocates
@@ -249,6 +262,10 @@ class Engine:
         back a run whose K/V transformers also wrote (V equal in either reading; K only transposed; docs/VLLM.md
         "K/V rows"). Another ISA's layout is not known here: EngineError."""
         import torch
+        if self.sliding_window() is not None:
+            raise EngineError(f"--kv: {self.cfg.model_dir} has sliding-window layers (window {self.sliding_window()}), "
+                              "whose KV blocks vLLM frees once they leave the window: their rows cannot be read at "
+                              "the end (as kvconf-llama-trace's --kv); run it without --kv")
         isa = {getattr(layer.self_attn.attn, "isa", None) for layer in self.model().model.layers}
         if isa != {"vec"}:
             raise EngineError(f"--kv: vLLM's CPU attention runs the {sorted(map(str, isa))} kernels here, whose K/V "
@@ -282,6 +299,8 @@ class Engine:
         from vllm.inputs import TokensPrompt
         if self.engine.has_unfinished_requests():
             raise EngineError("the engine still has unfinished requests")
+        if any(r.kv for r in requests):
+            self.read_kv([], 0)  # refuses a model whose rows cannot be read, before anything runs
         self.probe.steps.clear()
         self.probe.kv_wanted.clear()
         self.probe.kv.clear()

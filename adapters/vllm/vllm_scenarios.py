@@ -140,7 +140,11 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         eng = make(dataclasses.replace(base, prefix_caching=True))
         install(eng)
         eng.reset_prefix_cache()
-        donor = p[:option] + list(other)[: BLOCK_SIZE] + [p[0]]  # another request: the shared prefix, then its own
+        # another request: the shared prefix, then its own tokens (a block of the other prompt's). A model with
+        # sliding-window layers keeps only the window's blocks, so its donor ends one token past the prefix (the
+        # window's blocks at the prefix's end are then the ones it computed and vLLM cached).
+        own = [t for t in other if t != p[option]][:1] or [(p[option] + 1) % 2]
+        donor = p[:option] + (own if eng.sliding_window() else list(other)[: BLOCK_SIZE] + [p[0]])
         eng.run([Request("donor", donor, 1, logits=False)])
         a = eng.run([Request("hot", p, steps, kv=kv)])["hot"]
         b = eng.run([Request("cold", p, steps, skip_prefix_cache=True, kv=kv)])["cold"]
@@ -188,6 +192,10 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         return Pair(Side(a, "cache_on", {"name": "chunked", "side": "scenario", **opt},
                          _report(a, max_num_batched_tokens=option)),
                     Side(b, "cache_on", {"name": "chunked", "side": "reference", **opt}, _report(b)))
+    if make(base).sliding_window() is not None:
+        raise EngineError("preempt: vLLM keeps this model's sliding-window layers in a KV cache group of their own "
+                          "(its hybrid allocator), so a block count does not say when the request is preempted; "
+                          "kvconf's preempt set-up models one group only")
     # preempt: a competing request, admitted first, takes the last free KV block at its second decode, so vLLM
     # preempts the traced request (the last admitted) and recomputes it once the competitor has finished
     competitor = (list(other) * (2 * BLOCK_SIZE // max(1, len(other)) + 2))[: 2 * BLOCK_SIZE - 1]

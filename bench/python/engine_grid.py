@@ -10,7 +10,8 @@ resident memory of each adapter run (its process tree, from wait4's rusage), per
 
 Each (engine, fixture, dtype, scenario) run is kept: a folder with a finished `check/pairs.jsonl` is not run again
 (an interrupted grid resumes). transformers runs eager attention; llama.cpp has no bf16 GGUF of the fixtures here and
-runs f32 / f16 files with an f32 / f16 KV cache. vLLM's traces carry their K/V rows (--kv: cached_kv judges them).
+runs f32 / f16 files with an f32 / f16 KV cache. vLLM's traces carry their K/V rows (--kv: cached_kv judges them)
+except on models with sliding-window layers, whose rows vLLM frees.
 Options differ where the engines do (prefix: vLLM shares whole 32-token blocks, the others half the prompt; chunked:
 vLLM's token budget 16, the others chunks of 16).
 """
@@ -36,8 +37,11 @@ def adapter_command(engine: str, fixture: str, dtype: str, scenario: str, n: int
     prompts = BUILD / "fixtures" / "prompts" / ("smollm2-gsm8k.json" if fixture == "smollm2-135m" else "gsm8k.json")
     common = ["--prompts", str(prompts), "--n", str(n), "--max-new-tokens", str(tokens), "--out", str(out)]
     if engine == "vllm":
+        # --kv where vLLM keeps every row: a model with sliding-window layers frees their blocks (docs/VLLM.md)
+        sliding = json.loads((model / "config.json").read_text()).get("sliding_window") is not None
         return [str(ROOT / ".venv-vllm" / "bin" / "python"), str(ROOT / "adapters" / "vllm" / "kvconf_vllm_trace.py"),
-                "--model", str(model), "--dtype", dtype, "--scenario", scenario, "--chunk", "16", "--kv", *common]
+                "--model", str(model), "--dtype", dtype, "--scenario", scenario, "--chunk", "16",
+                *([] if sliding else ["--kv"]), *common]
     if engine == "transformers":
         extra = ["--chunk", "16", "--at-step", "3"] if scenario != "cache" else []
         return [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "adapters" / "hf" / "kvconf_hf_trace.py"),
