@@ -15,8 +15,10 @@ struct VllmRun {
   std::string dtype = "float32";
   std::string scenario = "cache";  // cache: <id>.<dtype>.vllm.greedy.s0.on / .off per prompt
   int prompts = 2, tokens = 12;
+  bool kv = false;  // --kv: each trace also holds k_rows / v_rows read from vLLM's paged cache
   std::string id() const {
-    return fixture + "." + dtype + "." + scenario + ".n" + std::to_string(prompts) + ".t" + std::to_string(tokens);
+    return fixture + "." + dtype + "." + scenario + ".n" + std::to_string(prompts) + ".t" + std::to_string(tokens) +
+           (kv ? ".kv" : "");
   }
 };
 
@@ -31,7 +33,7 @@ inline std::filesystem::path vllm_traces(const VllmRun& r, std::string* why) {
     return std::string("\"") + KVCONF_VLLM_PYTHON + "\" \"" + (adapter / "vllm/kvconf_vllm_trace.py").string() +
            "\" --model \"" + model_dir.string() + "\" --prompts \"" + prompts + "\" --n " + std::to_string(r.prompts) +
            " --max-new-tokens " + std::to_string(r.tokens) + " --dtype " + r.dtype + " --scenario " + r.scenario +
-           " --out \"" + tmp.string() + "\"";
+           (r.kv ? " --kv" : "") + " --out \"" + tmp.string() + "\"";
   };
   // What made the traces: the options, every module of the adapter (adapters/vllm and the transformers adapter's
   // readers and trace writer it imports from adapters/hf), vLLM's version, the checkpoint, the prompts. Any change
