@@ -266,6 +266,10 @@ class Engine:
             raise EngineError(f"--kv: {self.cfg.model_dir} has sliding-window layers (window {self.sliding_window()}), "
                               "whose KV blocks vLLM frees once they leave the window: their rows cannot be read at "
                               "the end (as kvconf-llama-trace's --kv); run it without --kv")
+        groups = len(self.scheduler.kv_cache_manager.kv_cache_config.kv_cache_groups)
+        if groups != 1:  # each group has its own block ids (found on Gemma-2, helper 14): read with one group's only
+            raise EngineError(f"--kv: vLLM keeps this model's KV cache in {groups} groups with block ids of their own; "
+                              "kvconf reads a single group's cache")
         isa = {getattr(layer.self_attn.attn, "isa", None) for layer in self.model().model.layers}
         if isa != {"vec"}:
             raise EngineError(f"--kv: vLLM's CPU attention runs the {sorted(map(str, isa))} kernels here, whose K/V "
