@@ -44,10 +44,11 @@ CLI::App* add_check_command(CLI::App& app, CheckCliOptions& o) {
   auto* c = app.add_subcommand(
       "check",
       "Apply kvconf model's rules to an engine's own cache-ON / cache-OFF runs, or to the two sides of a scenario\n"
-      "(prefix, chunked, refill, restore, batch, preempt: docs/SCENARIOS.md), given as kvconf.trace/1, /1.1 or\n"
-      "/1.2 files (docs/TRACES.md): --on A --off B for one pair, or --dir D for every pair in a folder. With --model,\n"
-      "kvconf's fp32 engine replays each prompt as the near-tie rule's reference and says which path is closer to\n"
-      "fp32 at the first flip. Writes OUT/pairs.jsonl and the report (report.html, report.md, report.json, junit.xml).\n"
+      "(prefix, chunked, refill, restore, batch, preempt, kv_dtype: docs/SCENARIOS.md), given as kvconf.trace/1,\n"
+      "/1.1 or /1.2 files (docs/TRACES.md): --on A --off B for one pair, or --dir D for every pair in a folder. With\n"
+      "--model, kvconf's fp32 engine replays each prompt as the near-tie rule's reference and says which path is\n"
+      "closer to fp32 at the first flip. Writes OUT/pairs.jsonl and the report (report.html, report.md, report.json,\n"
+      "junit.xml).\n"
       "Exit 0: every rule passes; 1: a rule failed; 2: bad input (a bad trace: one line naming the file and field).");
   c->add_option("--on", o.on, "The cache-ON trace of one pair (a scenario's \"scenario\" side)");
   c->add_option("--off", o.off, "The cache-OFF trace of that pair (a scenario's \"reference\" side)");

@@ -186,10 +186,12 @@ CLI::App* add_model_command(CLI::App& app, ModelCliOptions& o) {
                 "residual_patching, kv_patching, kv_buildup, gqa_amplification, kv_injection, mitigations,\n"
                 "flip_attribution (docs/EXPERIMENTS.md). Results:\n"
                 "OUT/experiments.jsonl and the report with each experiment's findings, plots and rules");
-  m->add_option("--scenario", o.scenario,
-                "Scenarios instead of cache ON vs OFF alone: all, or a comma-separated list of cache, prefix, batch,\n"
-                "chunked, refill, restore, preempt (docs/SCENARIOS.md). Each pair runs the scenario's two sides free-running\n"
-                "and is filed under the profile <profile>+<scenario>; cache is the protocol's own pair");
+  m->add_option(
+      "--scenario", o.scenario,
+      "Scenarios instead of cache ON vs OFF alone: all, or a comma-separated list of cache, prefix, batch,\n"
+      "chunked, refill, restore, preempt, kv_dtype (docs/SCENARIOS.md; kv_dtype keeps side A's cache in q8_0).\n"
+      "Each pair runs the scenario's two sides free-running and is filed under the profile\n"
+      "<profile>+<scenario>; cache is the protocol's own pair");
   m->add_option("--shard", o.shard,
                 "Run only shard I of N (I/N, 0 <= I < N) of the fixed work order (default: the Slurm array task's,\n"
                 "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT, when set; docs/SLURM.md)")

@@ -39,8 +39,15 @@ if TYPE_CHECKING:
 # k_rows, v_rows with kv).
 Run = dict[str, Any]
 
-# Every scenario of engine/scenarios.json but cache (kvconf_hf_trace.run_path's two paths): each has a driver below.
-SCENARIOS = tuple(name for name in NAMES if name != "cache")
+# The scenarios transformers cannot run as kvconf defines them, and why (kvconf_hf_trace.py exits 2 naming it).
+UNSUPPORTED = {
+    "kv_dtype": "transformers keeps its cache in the model's dtype; its QuantizedCache (quanto / HQQ) keeps a window "
+                "of recent rows unquantised and quantises with its own schemes, not one of the formats kvconf knows "
+                "(fp8, q8_0, q4_0, ...)",
+}
+# Every scenario of engine/scenarios.json but cache (kvconf_hf_trace.run_path's two paths) and UNSUPPORTED: each has a
+# driver below.
+SCENARIOS = tuple(name for name in NAMES if name != "cache" and name not in UNSUPPORTED)
 
 
 class Hooks:

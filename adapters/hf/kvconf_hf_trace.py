@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 from engine_report import ForwardProbe
 from hf_cache import cache_rows, supports_logits_to_keep
-from hf_scenarios import SCENARIOS, Run, run_side
+from hf_scenarios import SCENARIOS, UNSUPPORTED, Run, run_side
 from kvconf_sampler import Sampler, sample, step_draw
 
 if TYPE_CHECKING:
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=16)
     p.add_argument("--hidden", action="store_true", help="also store hidden_states (T, L+1, H)")
     p.add_argument("--paths", type=_paths, default=["on", "off"], help="on,off (default both; the cache scenario)")
-    p.add_argument("--scenario", choices=("cache",) + SCENARIOS, default="cache",
+    p.add_argument("--scenario", choices=("cache",) + SCENARIOS + tuple(UNSUPPORTED), default="cache",
                    help="cache (cache ON and OFF, --paths) or one of docs/SCENARIOS.md's: both sides, written as "
                         "<...>.<scenario>.scenario and <...>.<scenario>.reference traces (kvconf.trace/1.2)")
     p.add_argument("--chunk", type=_positive_int("--chunk"), default=4, help="chunked: tokens per chunk (default 4)")
@@ -432,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.self_test:
             return _self_test()
+        if args.scenario in UNSUPPORTED:  # before anything loads
+            raise InputError(f"command line: --scenario {args.scenario} is not supported: {UNSUPPORTED[args.scenario]}")
         for flag in ("model", "prompts", "out"):
             if getattr(args, flag) is None:
                 raise InputError(f"command line: --{flag} is required")

@@ -28,6 +28,10 @@ import planted_narrow_cache
 import planted_path_lies
 import planted_scenario_faults
 import scenario_list
+from hf_scenarios import UNSUPPORTED
+
+# The scenarios transformers runs: every one of engine/scenarios.json but those it cannot (kv_dtype: exit 2).
+NAMES = tuple(n for n in scenario_list.NAMES if n not in UNSUPPORTED)
 
 Record = dict[str, Any]  # one pair's record in pairs.jsonl (kvconf.run_pair)
 
@@ -92,7 +96,7 @@ def scenario_of(record: Record) -> str:
 def checked(setup: Setup) -> Check:
     """Every scenario kvconf knows (engine/scenarios.json) written into one folder, then `kvconf check` on it."""
     traces = setup.out / "traces"
-    for scenario in scenario_list.NAMES:
+    for scenario in NAMES:
         run_adapter(setup, kvconf_hf_trace.main, scenario, traces)
     return kvconf_check(setup, traces, setup.out / "check")
 
@@ -105,10 +109,21 @@ def test_two_pairs_of_every_scenario(checked: Check) -> None:
     seen: dict[str, int] = {}
     for r in checked.records:
         seen[scenario_of(r)] = seen.get(scenario_of(r), 0) + 1
-    assert seen == {name: 2 for name in scenario_list.NAMES}
+    assert seen == {name: 2 for name in NAMES}
 
 
-@pytest.mark.parametrize("scenario", scenario_list.NAMES)
+def test_unsupported_scenarios_exit_2_naming_why(setup: Setup, capsys: pytest.CaptureFixture[str]) -> None:
+    """kv_dtype: transformers has no cache in kvconf's formats; the command line exits 2 before loading anything."""
+    assert "kv_dtype" in UNSUPPORTED
+    for scenario in UNSUPPORTED:
+        rc = kvconf_hf_trace.main(["--model", str(setup.model), "--prompts", str(setup.prompts), "--scenario",
+                                   scenario, "--out", str(setup.out / "unsupported")])
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert f"--scenario {scenario} is not supported: " in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("scenario", NAMES)
 def test_each_pair_keeps_its_path_and_cache(checked: Check, scenario: str) -> None:
     """scenario_path and cached_kv pass on every pair; restore is bitwise; refill, restore and preempt equal before
     the event."""
@@ -120,7 +135,8 @@ def test_each_pair_keeps_its_path_and_cache(checked: Check, scenario: str) -> No
                 failures.append(f"{r['profile']} {r['prompt_id']}: {rule} missing or failed")
         if scenario == "restore" and not rules.get("scenario_bitwise", {}).get("pass"):
             failures.append(f"{r['profile']} {r['prompt_id']}: restore not bitwise")
-        if scenario in ("refill", "restore", "preempt") and not rules.get("scenario_shared_steps_bitwise", {}).get("pass"):
+        shared_bitwise = rules.get("scenario_shared_steps_bitwise", {}).get("pass")
+        if scenario in ("refill", "restore", "preempt") and not shared_bitwise:
             failures.append(f"{r['profile']} {r['prompt_id']}: steps before the event differ")
     assert not failures
 

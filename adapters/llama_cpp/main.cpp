@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -97,12 +98,19 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.sampler.temperature, "temperature (default 1)");
   app.add_option("--seed", o.sampler.seed, "seed of the shared draws step_draw(seed, t) (default 0)");
   app.add_option("--scenario", scenario,
-                 "cache (default: cache ON vs OFF), or both sides of chunked, prefix, refill, restore, batch or "
-                 "preempt (vs the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md)");
+                 "cache (default: cache ON vs OFF), or both sides of chunked, prefix, refill, restore, batch, "
+                 "preempt or kv_dtype (vs the plain cache-ON run; docs/SCENARIOS.md, docs/LLAMA_CPP.md). kv_dtype: "
+                 "side A keeps its cache in --cache-type (q8_0 or q4_0), side B in f16 (f32 for an F32 GGUF)");
   app.add_option("--chunk", chunk, "tokens per prompt chunk of --scenario chunked (default 4)");
   app.add_option("--at-step", at_step,
                  "refill, restore: the event follows this step's token; preempt: this step's call recomputes the "
                  "prompt and every token so far over a cleared memory (default 3)");
+  std::string attn_rot = "on";
+  app.add_option(
+      "--attn-rot", attn_rot,
+      "on (llama.cpp's default): a quantised cache stores Q, K, V rotated by a Hadamard matrix "
+      "(llama.cpp PR 21038); off: sets LLAMA_ATTN_ROT_DISABLE=1, the cache stores the rows themselves "
+      "(--scenario kv_dtype writes --kv rows only then: rotated rows are not comparable element by element)");
   app.add_flag("--kv", o.kv,
                "also write k_rows / v_rows (the sequence's cached K and V, read from llama.cpp's saved state) for "
                "kvconf check's cached_kv rule; not for models with sliding-window layers");
@@ -139,6 +147,12 @@ int main(int argc, char** argv) {
                      std::to_string(o.max_new_tokens - 1) + " (--max-new-tokens " + std::to_string(o.max_new_tokens) +
                      ")");
     llama_cpp::check_cache_type(o.cache_type);  // before the model loads
+    if (attn_rot != "on" && attn_rot != "off") throw BadInput("--attn-rot '" + attn_rot + "': expected on or off");
+    if (attn_rot == "off") setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);       // read when a context's cache is made
+    if (scenario == "kv_dtype" && !engine::parse_kv_format(o.cache_type))  // side A's cache in a narrower format
+      throw BadInput("--cache-type " + o.cache_type +
+                     ": --scenario kv_dtype keeps side A's cache in q8_0 or q4_0 (side B keeps f16, or f32 for an F32 "
+                     "GGUF)");
     if (!fs::is_regular_file(model_path)) throw BadInput(model_path + ": --model is not a file");
     const llama_cpp::Model model(model_path, tokenize);
     const std::string dtype = model.weights().dtype();
@@ -160,8 +174,18 @@ int main(int argc, char** argv) {
     if (model_name.empty()) model_name = fs::path(model_path).stem().string();
     // Quantised weights lead the attention field, so that the profile names them (fp16-llama.cpp-q4_1-softmax-kvf16;
     // WeightTypes::dtype says why fp16, model.weights what the products read).
+    // kv_dtype: both sides are named after side B's cache (the format side A keeps is scenario.kv_format).
+    const std::string reference_cache = dtype == "float32" ? "f32" : "f16";
     const std::string attention = (model.weights().quantised() ? model.weights().file_type + "-" : std::string()) +
-                                  (o.flash_attn ? "flash" : "softmax") + "-kv" + o.cache_type;
+                                  (o.flash_attn ? "flash" : "softmax") + "-kv" +
+                                  (scenario == "kv_dtype" ? reference_cache : o.cache_type) +
+                                  (attn_rot == "off" ? "-norot" : "");
+    // kv_dtype with llama.cpp's rotation: side A's saved rows are H·k in q8_0 / q4_0, side B's k: no K/V rows.
+    const bool rotated_kv = scenario == "kv_dtype" && attn_rot == "on" && o.kv;
+    if (rotated_kv)
+      std::fprintf(stderr,
+                   "kvconf-llama-trace: --kv: no k_rows / v_rows for --scenario kv_dtype: llama.cpp stores a quantised "
+                   "cache Hadamard-rotated (--attn-rot off writes them)\n");
     const std::string version = llama_cpp::engine_version();
     for (std::size_t i = 0; i < n; ++i) {
       const analysis::Prompt& p = prompts[i];
@@ -184,7 +208,8 @@ int main(int argc, char** argv) {
         if (scenario == "cache" && ((on && paths == "off") || (!on && paths == "on"))) continue;
         llama_cpp::RunOptions ro = o;  // chunked: side A feeds the prompt in chunks, side B in one call
         ro.chunk = scenario == "chunked" && on ? chunk : 0;
-        const bool other_side = scenario != "cache" && scenario != "chunked" && on;
+        if (scenario == "kv_dtype" && !on) ro.cache_type = reference_cache;  // side A: --cache-type
+        const bool other_side = scenario != "cache" && scenario != "chunked" && scenario != "kv_dtype" && on;
         const llama_cpp::RunResult r = other_side ? llama_cpp::run_scenario(model, p.ids, ss, ro)
                                                   : llama_cpp::run(model, p.ids, on || scenario != "cache", ro);
         json sc = {{"name", scenario}};
@@ -196,6 +221,7 @@ int main(int argc, char** argv) {
           if (scenario == "refill" || scenario == "restore" || scenario == "preempt")
             sc["at_step"] = at_step, side += std::to_string(at_step);
           if (scenario == "prefix") sc["shared"] = ss.shared;
+          if (scenario == "kv_dtype") sc["kv_format"] = o.cache_type, side += "_" + o.cache_type;
           side += on ? ".scenario" : ".reference";
         }
         json calls = json::array();
@@ -229,7 +255,7 @@ int main(int argc, char** argv) {
         engine::TensorData logits{"logits", engine::Dtype::f32, {r.logits.size(), model.vocab()}, {}};
         for (const auto& row : r.logits) logits.values.insert(logits.values.end(), row.begin(), row.end());
         std::vector<engine::TensorData> tensors = {logits};
-        if (r.kv) {  // (layers, rows, kv width), exact in f32 for an f32 or f16 cache
+        if (r.kv && !rotated_kv) {  // (layers, rows, kv width), exact in f32 for an f32 or f16 cache
           const std::vector<std::size_t> shape = {r.kv->layers, r.kv->rows, r.kv->dim};
           tensors.push_back({"k_rows", engine::Dtype::f32, shape, r.kv->k});
           tensors.push_back({"v_rows", engine::Dtype::f32, shape, r.kv->v});

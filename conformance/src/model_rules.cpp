@@ -257,7 +257,15 @@ std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& 
       // below gate them instead.
       const bool near_tie_applied =
           std::any_of(pairs.begin(), pairs.end(), [](const RunPairRecord* p) { return !p->rules.empty(); });
-      if (near_tie_applied) {
+      // kv_dtype keeps a narrower cache on purpose: its cache is judged (ScenarioRules' cached_kv), its logits'
+      // effect only reported, by neither the near-tie rules nor an invariant profile's bitwise claim.
+      const bool kv_dtype = profile.find("+kv_dtype") != std::string::npos;
+      if (kv_dtype) {
+        RuleVerdict v = rule_verdict(suite, "FlipsAreNearTies");
+        v.pass = true;
+        v.skipped = "not applicable: kv_dtype's cache is judged (ScenarioRules' cached_kv), its logits reported";
+        out.push_back(v);
+      } else if (near_tie_applied) {
         out.push_back(flips_are_near_ties(suite, pairs));
       } else {
         RuleVerdict v = rule_verdict(suite, "FlipsAreNearTies");
@@ -273,7 +281,7 @@ std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& 
         const std::string fp16 = fp16_partner(profile, names);
         if (!fp16.empty()) out.push_back(fp32_kl_ratio(suite, fp16, pairs, profiles.at(fp16)));
       }
-      if (profile.find("invariant") != std::string::npos) out.push_back(invariant_bitwise(suite, pairs));
+      if (profile.find("invariant") != std::string::npos && !kv_dtype) out.push_back(invariant_bitwise(suite, pairs));
       if (scenario) out.push_back(scenario_rules(suite, pairs));
     }
   }

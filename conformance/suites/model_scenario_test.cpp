@@ -3,11 +3,11 @@
 // prefix taken from another request's cache vs computed fresh, the prompt prefilled in chunks (1, 4 and 7 tokens) vs
 // in one call, the cache dropped and refilled mid-generation, the context copied (saved and restored)
 // mid-generation, the prompt prefilled and decoded in a batch with a longer and a shorter request vs alone, a
-// preempted request whose step recomputes everything so far over an empty cache. Each prompt's rules: the path each
-// side took, cached_kv, bitwise for restore and for the invariant profile, the near-tie rules otherwise
-// (scenario_rules.hpp).
-// Names: Cpu/ScenarioConformance.<Cache|Prefix|Chunked|Refill|Restore|Batch|Preempt>/<fixture>__<profile>__...;
-// built with KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
+// preempted request whose step recomputes everything so far over an empty cache, the cache kept in fp8 vs in the
+// model's format. Each prompt's rules: the path each side took, cached_kv (kv_dtype: within the format's step), bitwise
+// for restore and for the invariant profile, the near-tie rules otherwise but for kv_dtype (scenario_rules.hpp). Names:
+// Cpu/ScenarioConformance.<Cache|Prefix|Chunked|Refill|Restore|Batch|Preempt|KvDtype>/<fixture>__<profile>__...; built
+// with KVCONF_SUITE_GPU: Cuda/... under cuda-fp16 and cuda-fp16-invariant (the fp32 reference stays on the CPU).
 #include "kvconf/conformance/scenario_rules.hpp"
 #include "model_suite_support.hpp"
 
@@ -16,7 +16,9 @@ namespace {
 
 class ScenarioConformance : public ::testing::TestWithParam<ModelParam> {};
 
-void run_case(engine::Scenario s, const std::vector<std::size_t>& chunks = {0}) {
+// chunks: the chunk sizes to run (0: the scenario's default); formats (kv_dtype): the cache formats to run instead.
+void run_case(engine::Scenario s, const std::vector<std::size_t>& chunks = {0},
+              const std::vector<engine::KvFormat>& formats = {}) {
   const ModelCase& c = ScenarioConformance::GetParam().c;
   KVCONF_SKIP_IF_UNAVAILABLE(c.profile);
   const ModelFixture& f = model_fixture(fixtures(), c.fixture);
@@ -35,12 +37,16 @@ void run_case(engine::Scenario s, const std::vector<std::size_t>& chunks = {0}) 
     const analysis::Prompt& p = prompts[i];
     const analysis::PairOptions o = pair_options(c, p.id);
     engine::ScenarioOptions so = scenario_options(p.ids, prompts[i + 1].ids, o.steps);
-    for (std::size_t chunk : chunks) {
+    const std::size_t variants = formats.empty() ? chunks.size() : formats.size();
+    for (std::size_t vi = 0; vi < variants; ++vi) {
+      const std::size_t chunk = formats.empty() ? chunks[vi] : 0;
       if (chunk != 0) so.chunk = chunk;
+      if (!formats.empty()) so.kv_format = formats[vi];
       engine::Context ctx(m, k);
       engine::Context ref(m_ref, k_ref);
       analysis::PairedRun run;
-      const std::string q = p.id + (chunk != 0 ? ".chunk" + std::to_string(chunk) : "");
+      const std::string q = p.id + (chunk != 0 ? ".chunk" + std::to_string(chunk) : "") +
+                            (formats.empty() ? "" : std::string(".") + engine::kv_format_name(so.kv_format));
       const CheckResults r = check_scenario(
           ctx, ref, p.ids, s, so, o, seed_for(std::string("scenario_") + engine::scenario_name(s), c.id() + "/" + q),
           nullptr, &run);
@@ -70,6 +76,10 @@ TEST_P(ScenarioConformance, Refill) { run_case(engine::Scenario::refill); }
 TEST_P(ScenarioConformance, Restore) { run_case(engine::Scenario::restore); }
 TEST_P(ScenarioConformance, Batch) { run_case(engine::Scenario::batch); }
 TEST_P(ScenarioConformance, Preempt) { run_case(engine::Scenario::preempt); }
+// The cache in fp8 e4m3 (vLLM's kv_cache_dtype="fp8"; every other format: tests/conformance/scenario_test.cpp):
+// judged is the cache (cached_kv within the format's step), the logits' effect is recorded (flip_index,
+// shared_max_dz).
+TEST_P(ScenarioConformance, KvDtype) { run_case(engine::Scenario::kv_dtype, {0}, {engine::KvFormat::fp8_e4m3}); }
 
 // The default cases only (greedy, 2 prompts, 12 steps): the slow sweep's cases ran about 40 s each, 80 of them.
 std::vector<ModelParam> scenario_params() {

@@ -22,14 +22,16 @@ const char* scenario_fault_name(ScenarioFault f) {
       return "batch_padding_leaks";
     case ScenarioFault::preempt_forgets_layer:
       return "preempt_forgets_layer";
+    case ScenarioFault::kv_dtype_truncates:
+      return "kv_dtype_truncates";
   }
   return "?";
 }
 
 std::vector<ScenarioFault> all_scenario_faults() {
-  return {ScenarioFault::prefix_row_short, ScenarioFault::chunk_boundary_skip, ScenarioFault::refill_forgets_layer,
-          ScenarioFault::restore_rounds_cache, ScenarioFault::batch_padding_leaks,
-          ScenarioFault::preempt_forgets_layer};
+  return {ScenarioFault::prefix_row_short,     ScenarioFault::chunk_boundary_skip, ScenarioFault::refill_forgets_layer,
+          ScenarioFault::restore_rounds_cache, ScenarioFault::batch_padding_leaks, ScenarioFault::preempt_forgets_layer,
+          ScenarioFault::kv_dtype_truncates};
 }
 
 Scenario scenario_of(ScenarioFault f) {
@@ -46,6 +48,8 @@ Scenario scenario_of(ScenarioFault f) {
       return Scenario::batch;
     case ScenarioFault::preempt_forgets_layer:
       return Scenario::preempt;
+    case ScenarioFault::kv_dtype_truncates:
+      return Scenario::kv_dtype;
   }
   return Scenario::cache;
 }
@@ -78,6 +82,14 @@ struct PreemptForgetsLayer : ScenarioHooks {
   void after_preempt(KvCache& cache, Format) const override {
     std::fill_n(cache.k.back().begin(), cache.n * cache.kv_dim, 0.0f);
     std::fill_n(cache.v.back().begin(), cache.n * cache.kv_dim, 0.0f);
+  }
+};
+
+struct KvDtypeTruncates : ScenarioHooks {
+  void store_kv(KvCache& cache, std::size_t r0, std::size_t r1, Format storage, KvFormat f) const override {
+    QuantCheck unused;
+    for (auto* side : {&cache.k, &cache.v})
+      for (auto& layer : *side) quantize_rows(f, layer, cache.kv_dim, r0, r1, storage, true, unused);
   }
 };
 
@@ -120,6 +132,7 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
   static const RestoreRoundsCache restore;
   static const BatchPaddingLeaks batch;
   static const PreemptForgetsLayer preempt;
+  static const KvDtypeTruncates kv_dtype;
   switch (f) {
     case ScenarioFault::prefix_row_short:
       return prefix;
@@ -133,6 +146,8 @@ const ScenarioHooks& scenario_hooks(ScenarioFault f) {
       return batch;
     case ScenarioFault::preempt_forgets_layer:
       return preempt;
+    case ScenarioFault::kv_dtype_truncates:
+      return kv_dtype;
   }
   return plain_scenario();
 }

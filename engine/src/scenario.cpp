@@ -22,7 +22,7 @@ constexpr ScenarioInfo kScenarios[] = {
 constexpr bool enum_matches_table() {
   for (std::size_t i = 0; i < std::size(kScenarios); ++i)
     if (static_cast<std::size_t>(kScenarios[i].id) != i) return false;
-  return std::size(kScenarios) == static_cast<std::size_t>(Scenario::preempt) + 1;
+  return std::size(kScenarios) == static_cast<std::size_t>(Scenario::kv_dtype) + 1;
 }
 static_assert(enum_matches_table(), "engine/scenarios.json and enum class Scenario list different scenarios");
 
@@ -58,6 +58,12 @@ std::vector<std::pair<std::size_t, std::size_t>> ScenarioHooks::chunks(std::size
   std::vector<std::pair<std::size_t, std::size_t>> v;
   for (std::size_t b = 0; b < n; b += chunk) v.emplace_back(b, std::min(n, b + chunk));
   return v;
+}
+
+void ScenarioHooks::store_kv(KvCache& cache, std::size_t r0, std::size_t r1, Format storage, KvFormat f) const {
+  QuantCheck unused;
+  for (auto* side : {&cache.k, &cache.v})
+    for (auto& layer : *side) quantize_rows(f, layer, cache.kv_dim, r0, r1, storage, false, unused);
 }
 
 const ScenarioHooks& plain_scenario() {
@@ -123,6 +129,9 @@ void check_options(std::span<const int> prompt, Scenario s, const ScenarioOption
     throw std::invalid_argument("scenario " + std::string(scenario_name(s)) +
                                 ": at_step = " + std::to_string(so.at_step) +
                                 ", expected 1 .. steps − 2 = " + std::to_string(o.steps < 2 ? 0 : o.steps - 2));
+  if (s == Scenario::kv_dtype && per_channel(so.kv_format))  // quantizes groups of rows, not a call's rows
+    throw std::invalid_argument("scenario kv_dtype: kv_format = " + std::string(kv_format_name(so.kv_format)) +
+                                ", expected " + kv_format_names_text());
   if (s == Scenario::preempt && (so.at_step == 0 || so.at_step >= o.steps))  // the recompute is step at_step's call
     throw std::invalid_argument("scenario preempt: at_step = " + std::to_string(so.at_step) +
                                 ", expected 1 .. steps − 1 = " + std::to_string(o.steps < 1 ? 0 : o.steps - 1));
@@ -186,8 +195,19 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
   Side side(ctx, o);
   std::optional<Context> restored;  // restore: the copy generation continues in
   // The prompt.
-  if (s == Scenario::cache || s == Scenario::refill || s == Scenario::restore || s == Scenario::preempt) {
+  // kv_dtype: every call's new rows go into the cache through the format's round trip, after the call.
+  std::size_t stored = 0;
+  const auto store = [&] {
+    if (s != Scenario::kv_dtype) return;
+    const std::size_t n = side.ctx().n_cached();
+    side.ctx().rewrite_cache(
+        [&](KvCache& c) { h.store_kv(c, stored, n, ctx.kernels().profile.storage, so.kv_format); });
+    stored = n;
+  };
+  if (s == Scenario::cache || s == Scenario::refill || s == Scenario::restore || s == Scenario::preempt ||
+      s == Scenario::kv_dtype) {
     side.call([&](Context& c) { return c.prefill(seq, o.forward); });
+    store();
   } else if (s == Scenario::chunked) {
     for (const auto& [b, e] : h.chunks(seq.size(), so.chunk))
       side.call([&](Context& c) { return c.prefill(std::span<const int>(seq).subspan(b, e - b), o.forward); });
@@ -209,6 +229,7 @@ ScenarioResult run_scenario(Context& ctx, std::span<const int> prompt, Scenario 
       side.ctx().rewrite_cache([&](KvCache& c) { h.after_preempt(c, ctx.model().storage); });
     } else if (t > 0) {
       side.call([&](Context& c) { return c.decode(seq.back(), o.forward); });
+      store();
     }
     const int tok = side.choose(t);
     if (o.stop_at_eos && tok == ctx.model().config.eos_token_id) break;

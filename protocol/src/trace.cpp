@@ -71,8 +71,8 @@ std::string side_name(engine::Scenario s, bool side_a) {
   return side == "cache_on" || side == "cache_off" ? side : std::string(info.name) + " " + side + "-side";
 }
 
-// 1.1's scenario {name, side, chunk, at_step, shared} and calls / call_of_step (docs/TRACES.md); in a 1 trace they
-// are refused (a reader of 1 would ignore them).
+// 1.1's scenario {name, side, chunk, at_step, shared, kv_format} and calls / call_of_step (docs/TRACES.md); in a 1
+// trace they are refused (a reader of 1 would ignore them).
 void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
   for (const char* k : {"scenario", "calls", "call_of_step"})
     if (!v11 && m.contains(k)) bad(file, k, std::string("needs format '") + kTraceFormat11 + "'");
@@ -92,10 +92,17 @@ void read_scenario(const fs::path& file, const json& m, bool v11, Trace& t) {
       t.side_a = side == info.side_a;
       if (!t.cache_on) bad(file, "path", "cache_off in a " + name + " trace (both sides of it use a cache)");
     }
+    const std::string option = info.option;  // the one this scenario needs
     if (s.contains("chunk")) t.chunk = uint(file, s["chunk"], "scenario.chunk", 1);
     if (s.contains("at_step")) t.at_step = uint(file, s["at_step"], "scenario.at_step", 1);
     if (s.contains("shared")) t.shared = uint(file, s["shared"], "scenario.shared", 1);
-    const std::string option = info.option;  // the one this scenario needs
+    if (s.contains("kv_format")) {
+      t.kv_format = str(file, s, "scenario", "kv_format");
+      if (!engine::parse_kv_format(t.kv_format))
+        bad(file, "scenario.kv_format", "'" + t.kv_format + "', expected " + engine::kv_format_names_text());
+    }
+    if (option == "kv_format" && t.kv_format.empty())
+      bad(file, "scenario.kv_format", "required for " + name + ": " + engine::kv_format_names_text());
     if (option == "chunk" && t.chunk == 0) bad(file, "scenario.chunk", "required for the " + name + " scenario");
     if (option == "at_step" && (t.at_step == 0 || t.at_step >= T))
       bad(file, "scenario.at_step", "required for " + name + ", from 1 to " + std::to_string(T) + " - 1");
@@ -172,6 +179,7 @@ std::string Trace::scenario_options() const {
   const engine::ScenarioInfo& info = engine::scenario_info(scenario);
   if (!info.option_in_profile) return info.name;
   const std::string option = info.option;
+  if (option == "kv_format") return std::string(info.name) + "_" + kv_format;  // kv_dtype_q8_0
   return info.name + std::to_string(option == "chunk" ? chunk : option == "at_step" ? at_step : shared);
 }
 
@@ -343,7 +351,7 @@ TracePair make_trace_pair(Trace on, Trace off) {
                    engine::scenario_name(on.scenario) + " vs " + engine::scenario_name(off.scenario));
   if (!on.side_a) bad(on.file, "scenario.side", "reference, but given as --on (expected the scenario side)");
   if (off.side_a) bad(off.file, "scenario.side", "scenario, but given as --off (expected the reference side)");
-  if (on.chunk != off.chunk || on.at_step != off.at_step || on.shared != off.shared)
+  if (on.chunk != off.chunk || on.at_step != off.at_step || on.shared != off.shared || on.kv_format != off.kv_format)
     bad(off.file, "scenario", "options differ from " + on.file.string() + "'s");
   if (on.pair_key() != off.pair_key())
     throw BadInput(on.file.string() + " and " + off.file.string() +

@@ -94,10 +94,27 @@ conformance::KvRows kv_rows_of(const Trace& t) {
 // calls that computed it are alike: the same call on both sides from an empty cache (the same forward over the same
 // tokens: every layer bit for bit), or calls of the same number of rows (layer 0, whose input is the embeddings:
 // bit for bit). Restore and --expect-bitwise demand every layer and row.
+// kv_dtype: side A's cache (kept in scenario.kv_format) within the format's step of side B's in layer 0, over the
+// leading prompt rows both sides computed by calls of the same rows (the same arithmetic before the store); every
+// layer measured (conformance::cached_kv_format_rule).
 std::optional<results::CheckResult> kv_rule(const TracePair& p, std::size_t shared_steps, bool expect_bitwise) {
   if (p.scenario_side.k_rows.empty() || p.reference_side.k_rows.empty() || p.scenario_side.calls.empty() ||
       p.reference_side.calls.empty())
     return std::nullopt;
+  if (p.scenario_side.scenario == engine::Scenario::kv_dtype) {
+    const std::size_t n =
+        std::min({p.scenario_side.kv_rows, p.reference_side.kv_rows, p.scenario_side.prompt_ids.size()});
+    const std::vector<int> gate = conformance::kv_gate(p.scenario_side.calls, p.reference_side.calls, n);
+    std::size_t rows = 0;
+    while (rows < n && gate[rows] >= 1) ++rows;
+    const std::string& d = p.scenario_side.dtype;
+    const Format storage = d == "float32" ? Format::fp32 : d == "bfloat16" ? Format::bf16 : Format::fp16;
+    return conformance::cached_kv_format_rule(
+        *engine::parse_kv_format(p.scenario_side.kv_format), storage, kv_rows_of(p.scenario_side),
+        kv_rows_of(p.reference_side), rows,
+        std::min({p.scenario_side.kv_rows, p.reference_side.kv_rows, p.scenario_side.prompt_ids.size() + shared_steps}),
+        p.scenario_side.seed);
+  }
   const std::vector<engine::CallRecord>& a = p.scenario_side.calls;
   std::vector<engine::CallRecord> b = p.reference_side.calls;
   if (p.reference_side.kv_step)
@@ -204,6 +221,12 @@ results::RunPairRecord check_trace_pair(const TracePair& p, const engine::Model*
   if (engine::scenario_info(p.scenario_side.scenario).prefill_bitwise) rec.rules.push_back(prefill_bitwise(p));
   if (auto kv = kv_rule(p, run.flip ? *run.flip : run.steps.size(), expect_bitwise))
     rec.rules.push_back(std::move(*kv));
+  // kv_dtype: the cache is judged (kv_rule); the logits' effect of a narrower cache is reported (the record's first
+  // flip, KL, max |dz|), not judged: neither bitwise nor the near-tie rules, which gauge rounding-sized differences.
+  if (p.scenario_side.scenario == engine::Scenario::kv_dtype) {
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rec;
+  }
   for (results::CheckResult& r :
        conformance::scenario_bitwise_rules(p.scenario_side.scenario, p.scenario_side.at_step,
                                            expect_bitwise ? "--expect-bitwise" : "", run, p.scenario_side.seed))

@@ -248,6 +248,62 @@ TEST(LlamaCppCheck, ScenariosPassKvconfCheck) {
     }
 }
 
+// llama.cpp's kv_dtype (docs/SCENARIOS.md): side A keeps its cache in --cache-type q8_0 or q4_0 (flash attention: a
+// quantised V cache needs it), side B in f16; llama2-tiny f16, 2 prompts × 8 greedy tokens. llama.cpp stores a
+// quantised cache Hadamard-rotated (PR 21038: Q, K, V rotated before the store, the output rotated back): with its
+// default the traces carry no K/V rows (rotated rows are not comparable element by element) and the pair's only rule
+// is scenario_path; with --attn-rot off (LLAMA_ATTN_ROT_DISABLE=1) the K/V rows read from llama.cpp's saved state
+// (ggml's own dequantisation) are, and cached_kv passes (side A's prompt rows in layer 0 within the format's step of
+// side B's, as ggml's quantize_row_q8_0 / q4_0 rounds them). Both sides make the plain cache-ON calls, the pair is
+// filed under +kv_dtype_<type>, no near-tie or bitwise rule judges the logits, and a q4_0 cache claimed as q8_0 fails
+// cached_kv.
+TEST(LlamaCppCheck, KvDtypeCacheWithinItsFormatsStep) {
+  for (const char* type : {"q8_0", "q4_0"}) {
+    for (const bool rot : {true, false}) {
+      testing::LlamaRun run{"llama2-tiny", "f16", type, true, "greedy", 2, 8};
+      run.scenario = "kv_dtype";
+      run.kv = true;
+      run.attn_rot = rot;
+      const std::vector<protocol::Trace> ts = traces(run);
+      ASSERT_EQ(ts.size(), 4u) << type;
+      for (std::size_t i = 0; i + 1 < ts.size(); i += 2) {
+        protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
+        ASSERT_EQ(p.scenario_side.kv_format, type);
+        EXPECT_EQ(p.scenario_side.profile(),
+                  std::string("fp16-llama.cpp-flash-kvf16") + (rot ? "" : "-norot") + "+kv_dtype_" + type);
+        if (rot) {
+          EXPECT_TRUE(p.scenario_side.k_rows.empty() && p.reference_side.k_rows.empty());
+          const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+          ASSERT_EQ(rec.rules.size(), 1u);
+          EXPECT_EQ(rec.rules[0].rule, "scenario_path");
+          EXPECT_TRUE(rec.rules[0].pass) << rec.rules[0].detail;
+          continue;
+        }
+        ASSERT_FALSE(p.scenario_side.k_rows.empty());
+        EXPECT_NE(p.scenario_side.k_rows, p.reference_side.k_rows) << "side A's cache is not in " << type;
+        const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny"));
+        SCOPED_TRACE(rec.key());
+        bool cached_kv = false;
+        for (const results::CheckResult& r : rec.rules) {
+          EXPECT_TRUE(r.pass) << r.rule << ": " << r.detail;
+          EXPECT_TRUE(r.rule == "scenario_path" || r.rule == "cached_kv") << r.rule;
+          cached_kv |= r.rule == "cached_kv";
+          if (r.rule == "cached_kv") {
+            std::printf("%s: %s\n", rec.key().c_str(), r.detail.c_str());
+          }
+        }
+        EXPECT_TRUE(cached_kv);
+        p.scenario_side.kv_format = p.reference_side.kv_format = std::string(type) == "q8_0" ? "q4_0" : "q8_0";
+        const results::RunPairRecord wrong = protocol::check_trace_pair(p, nullptr);
+        for (const results::CheckResult& r : wrong.rules) {
+          if (r.rule != "cached_kv") continue;
+          EXPECT_EQ(r.pass, std::string(type) == "q8_0") << "claimed the other format: " << r.detail;
+        }
+      }
+    }
+  }
+}
+
 // llama.cpp's restore on a model with sliding-window layers (gemma2-tiny, window 32) under soft_max + mul_mat is not
 // always bit for bit. The likely cause, from llama.cpp's source (src/llama-kv-cache.cpp): a sequence's saved state
 // leaves out the SWA cache's cells outside the window (state_write skips SWA-masked cells), so the restored context

@@ -26,6 +26,7 @@ struct LlamaRun {
   bool kv = false;  // --kv: the K/V rows read from llama.cpp's saved state (cache OFF: step 0's recompute)
   std::string plant = "";  // a planted path lie (kvconf-llama-trace's hidden --plant): recompute_on, batch_alone
   std::string gguf = "";   // a GGUF file of its own (SmolLM2's original Q4_1), else <fixture>.<weights>.gguf
+  bool attn_rot = true;    // --attn-rot on (llama.cpp's default Hadamard rotation of a quantised cache) or off
   std::string gguf_file() const {
     return gguf.empty() ? std::string(KVCONF_GGUF_DIR) + "/" + fixture + "." + weights + ".gguf" : gguf;
   }
@@ -34,7 +35,7 @@ struct LlamaRun {
            std::to_string(prompts) + ".t" + std::to_string(tokens) +
            (scenario.empty() ? "" : "." + scenario + ".c" + std::to_string(chunk) + ".a" + std::to_string(at_step)) +
            (prompt_file.empty() ? "" : "." + std::filesystem::path(prompt_file).stem().string()) + (kv ? ".kv" : "") +
-           (plant.empty() ? "" : ".plant-" + plant);
+           (plant.empty() ? "" : ".plant-" + plant) + (attn_rot ? "" : ".norot");
   }
 };
 
@@ -53,8 +54,8 @@ inline std::filesystem::path llama_traces(const LlamaRun& r, std::string* why) {
            (r.scenario.empty() ? std::string()
                                : " --scenario " + r.scenario + " --chunk " + std::to_string(r.chunk) + " --at-step " +
                                      std::to_string(r.at_step)) +
-           (r.kv ? " --kv" : "") + (r.plant.empty() ? "" : " --plant " + r.plant) + " --out \"" + tmp.string() +
-           "\"";
+           (r.kv ? " --kv" : "") + (r.plant.empty() ? "" : " --plant " + r.plant) +
+           (r.attn_rot ? "" : " --attn-rot off") + " --out \"" + tmp.string() + "\"";
   };
   // What made the traces: the options, the adapter program, llama.cpp's libraries, the GGUF and the prompts. Any
   // change writes them again.

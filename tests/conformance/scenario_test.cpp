@@ -85,8 +85,12 @@ TEST_P(Scenarios, CorrectEnginePassesEveryScenarioUnderEveryProfile) {
     for (Scenario sc : engine::all_scenarios()) {
       const CheckResults r = run(s, p.name, sc, nullptr);
       EXPECT_TRUE(all_pass(r)) << engine::scenario_name(sc) << " under " << p.name << "\n" << describe(r);
-      // Restore, and every scenario of an invariant profile, are judged bitwise; the rest by the near-tie rules.
-      const bool bitwise = sc == Scenario::restore || p.cache_invariant;
+      // Restore, and every scenario of an invariant profile but kv_dtype (a narrower cache on purpose), are judged
+      // bitwise; the rest by the near-tie rules, but kv_dtype, whose cache is judged and logits only reported.
+      const bool bitwise = sc == Scenario::restore || (p.cache_invariant && sc != Scenario::kv_dtype);
+      if (sc == Scenario::kv_dtype) {
+        EXPECT_EQ(describe(r).find("flip_near_tie"), std::string::npos) << describe(r);
+      }
       EXPECT_EQ(bitwise, !failed(r, "scenario_bitwise") && describe(r).find("scenario_bitwise") != std::string::npos)
           << engine::scenario_name(sc) << " under " << p.name;
     }
@@ -114,6 +118,11 @@ TEST_P(Scenarios, EveryPlantedScenarioFaultIsCaught) {
           // The calls were the batch's; the logits are what the padding moved.
           EXPECT_FALSE(failed(r, "scenario_path")) << describe(r);
           break;
+        case ScenarioFault::kv_dtype_truncates:
+          // The calls were right; the stored rows are up to a whole step off, twice what the format allows.
+          EXPECT_FALSE(failed(r, "scenario_path")) << describe(r);
+          EXPECT_TRUE(failed(r, "cached_kv")) << describe(r);
+          break;
         case ScenarioFault::refill_forgets_layer:
         case ScenarioFault::preempt_forgets_layer:
           EXPECT_FALSE(failed(r, "scenario_path")) << "the rebuild made the calls it should: " << describe(r);
@@ -130,6 +139,44 @@ TEST_P(Scenarios, EveryPlantedScenarioFaultIsCaught) {
 
 INSTANTIATE_TEST_SUITE_P(Engine, Scenarios, ::testing::Values(Arch::llama, Arch::mistral, Arch::gemma2),
                          [](const auto& i) { return std::string(engine::arch_name(i.param)); });
+
+// kv_dtype in every format a cache stored row by row can take: the cache's rows within the format's step, the calls
+// the plain cache-ON run's; a cache stored in q4_0 while the trace claims q8_0 is caught by the rule itself.
+TEST(ScenarioKvDtype, EveryFormatWithinItsStepAndAWrongFormatCaught) {
+  const Fixture s = make_fixture(Arch::llama);
+  const engine::Profile& p = engine::find_profile("fp16-eager");
+  const engine::Model m = engine::testing::random_model(s.c, p.storage, 41);
+  engine::Context ctx(m, engine::resolve(p, registry()));
+  engine::GenerateOptions go;
+  go.steps = s.o.steps;
+  go.keep_logits = true;
+  const auto b = engine::run_reference(ctx, s.prompt, Scenario::kv_dtype, go);
+  const std::size_t n = s.prompt.size();
+  for (const char* name : {"fp8_e4m3", "fp8_e5m2", "int8_token", "int4_token", "q8_0", "q4_0"}) {
+    engine::ScenarioOptions so = s.so;
+    so.kv_format = *engine::parse_kv_format(name);
+    const auto a = engine::run_scenario(ctx, s.prompt, Scenario::kv_dtype, so, go);
+    const auto rows = [&](const engine::ScenarioResult& x) { return kv_rows_of(x.cache, s.c.head_dim); };
+    const CheckResult r = cached_kv_format_rule(so.kv_format, p.storage, rows(a), rows(b), n, n, 1);
+    EXPECT_TRUE(r.pass) << name << ": " << r.detail;
+    EXPECT_NE(r.detail.find(std::string("kv_dtype ") + name), std::string::npos) << r.detail;
+    // The cache did change (a narrower format), and the first step's logits are the prefill's own (exact rows).
+    EXPECT_NE(a.cache.k[0], b.cache.k[0]) << name << ": the cache was not stored in the narrower format";
+    EXPECT_EQ(a.gen.logits.at(0), b.gen.logits.at(0)) << name;
+    ASSERT_EQ(a.calls.size(), b.calls.size()) << name;
+    for (std::size_t i = 0; i < a.calls.size(); ++i) EXPECT_EQ(a.calls[i].fed, b.calls[i].fed) << name << " " << i;
+    if (std::string(name) == "q4_0") {
+      const CheckResult wrong = cached_kv_format_rule(engine::KvFormat::q8_0, p.storage, rows(a), rows(b), n, n, 1);
+      EXPECT_FALSE(wrong.pass) << "a q4_0 cache passed as q8_0: " << wrong.detail;
+    }
+  }
+  // Per-channel formats quantize groups of rows, not a call's: refused, naming the accepted ones.
+  EXPECT_EQ(engine::parse_kv_format("int8_channel"), std::nullopt);
+  EXPECT_EQ(engine::kv_format_names_text(), "fp8_e4m3, fp8_e5m2, int8_token, int4_token, q8_0 or q4_0");
+  engine::ScenarioOptions so = s.so;
+  so.kv_format = engine::KvFormat::int8_channel;
+  EXPECT_THROW(engine::run_scenario(ctx, s.prompt, Scenario::kv_dtype, so, go), std::invalid_argument);
+}
 
 // Each side's calls, as the forward saw them: the scenario's own, and a side that took another path is named.
 TEST(ScenarioPath, CallsAreWhatTheScenarioSays) {

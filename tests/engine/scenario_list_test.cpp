@@ -1,7 +1,8 @@
 // The scenarios' one list (engine/scenarios.json) and its consumers agree: the engine's table (generated from the JSON
 // at configure time, and the enum it checks at compile time), and the trace schema's scenario.name enum
 // (docs/schemas/kvconf.trace-1.schema.json), the one copy that cannot read the JSON. The Python adapters and the trace
-// reader read the JSON itself (adapters/hf/scenario_list.py).
+// reader read the JSON itself (adapters/hf/scenario_list.py). Also the schema's kv_format enum (kv_dtype's option) and
+// the engine's cache formats.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,20 @@ TEST(ScenarioList, TraceSchemaNamesTheSameScenarios) {
         sides.push_back(side);
     }
   EXPECT_EQ(names_of(scenario.at("side").at("enum")), sides);
+}
+
+// kv_dtype's kv_format: the schema's enum is the engine's (kv_format.hpp), which the trace reader accepts.
+TEST(ScenarioList, TraceSchemaNamesTheEnginesKvFormats) {
+  const json schema = read_json(KVCONF_SOURCE_DIR "/docs/schemas/kvconf.trace-1.schema.json");
+  const std::vector<std::string> names =
+      names_of(schema.at("properties").at("scenario").at("properties").at("kv_format").at("enum"));
+  ASSERT_FALSE(names.empty());
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    EXPECT_TRUE(kvconf::engine::parse_kv_format(names[i])) << names[i];
+  }
+  EXPECT_EQ(text, kvconf::engine::kv_format_names_text());
 }
 
 }  // namespace

@@ -68,7 +68,9 @@ foreach(case "wrong_shape:field 'logits': shape"
              "report_short:field 'cache_after': expected 6 row counts"
              "vllm_no_calls:field 'calls': missing: a vLLM trace carries vLLM's report of its path"
              "vllm_no_report:field 'engine_report': missing"
-             "vllm_bad_count:field 'engine_report.num_cached_tokens': expected an integer >= 0, got -1")
+             "vllm_bad_count:field 'engine_report.num_cached_tokens': expected an integer >= 0, got -1"
+             "kv_format_unknown:field 'scenario.kv_format': 'q5_k', expected fp8_e4m3, fp8_e5m2, int8_token, int4_token, q8_0 or q4_0"
+             "kv_format_missing:field 'scenario.kv_format': required for kv_dtype")
   string(FIND "${case}" ":" colon)
   string(SUBSTRING "${case}" 0 ${colon} name)
   math(EXPR start "${colon} + 1")

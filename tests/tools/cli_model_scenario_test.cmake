@@ -13,12 +13,12 @@ file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 set(RUN model --model fixture:llama2-tiny --n 2 --seeds 0 --max-new-tokens 8 --strategies greedy)
 
-# Every scenario: 2 profiles x 2 prompts x 7 scenarios = 28 pairs.
+# Every scenario: 2 profiles x 2 prompts x 8 scenarios = 32 pairs.
 kv(0 ${RUN} --profile fp16-eager,fp16-invariant --scenario all --out "${OUT}/all")
 file(STRINGS "${OUT}/all/pairs.jsonl" lines)
 list(LENGTH lines n)
-if(NOT n EQUAL 28)
-  message(FATAL_ERROR "--scenario all: expected 28 records, got ${n}\n${last_out}")
+if(NOT n EQUAL 32)
+  message(FATAL_ERROR "--scenario all: expected 32 records, got ${n}\n${last_out}")
 endif()
 set(seen "")
 foreach(line IN LISTS lines)
@@ -40,7 +40,12 @@ foreach(line IN LISTS lines)
   if(profile MATCHES "\\+" AND NOT "scenario_path" IN_LIST rules)
     message(FATAL_ERROR "${profile}: no scenario_path rule (the sides' calls unchecked): ${rules}")
   endif()
-  if((profile MATCHES "^fp16-invariant\\+" OR profile MATCHES "\\+restore$") AND NOT "scenario_bitwise" IN_LIST rules)
+  # kv_dtype keeps a narrower cache on purpose: judged is its cache (cached_kv), never bitwise nor near ties.
+  if(profile MATCHES "\\+kv_dtype$")
+    if(NOT "cached_kv" IN_LIST rules OR "scenario_bitwise" IN_LIST rules OR "flip_near_tie" IN_LIST rules)
+      message(FATAL_ERROR "${profile}: expected cached_kv and neither bitwise nor near-tie rules: ${rules}")
+    endif()
+  elseif((profile MATCHES "^fp16-invariant\\+" OR profile MATCHES "\\+restore$") AND NOT "scenario_bitwise" IN_LIST rules)
     message(FATAL_ERROR "${profile}: bitwise is demanded but no scenario_bitwise rule: ${rules}")
   endif()
   if(profile MATCHES "^fp16-eager\\+(prefix|batch|chunked|refill|preempt)$" AND NOT "no_flip" IN_LIST rules AND
@@ -49,7 +54,8 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 foreach(p fp16-eager fp16-eager+prefix fp16-eager+batch fp16-eager+chunked fp16-eager+refill fp16-eager+restore
-          fp16-eager+preempt fp16-invariant fp16-invariant+batch fp16-invariant+preempt)
+          fp16-eager+preempt fp16-eager+kv_dtype fp16-invariant fp16-invariant+batch fp16-invariant+preempt
+          fp16-invariant+kv_dtype)
   if(NOT "${p}" IN_LIST seen)
     message(FATAL_ERROR "no record filed under ${p}: ${seen}")
   endif()
@@ -60,13 +66,13 @@ if(NOT junit MATCHES "fp16-eager\\+batch" OR NOT junit MATCHES "ScenarioRules" O
 endif()
 file(READ "${OUT}/all/manifest.json" manifest)
 string(JSON sc LENGTH "${manifest}" options scenarios)
-if(NOT sc EQUAL 7)
-  message(FATAL_ERROR "manifest.json: options.scenarios has ${sc} entries, expected 7\n${manifest}")
+if(NOT sc EQUAL 8)
+  message(FATAL_ERROR "manifest.json: options.scenarios has ${sc} entries, expected 8\n${manifest}")
 endif()
 
 # --resume: nothing redone; another --scenario list is refused, naming the flag.
 kv(0 ${RUN} --profile fp16-eager,fp16-invariant --scenario all --out "${OUT}/all" --resume)
-if(NOT last_out MATCHES "28 pairs \\(0 run now, 28 resumed\\)")
+if(NOT last_out MATCHES "32 pairs \\(0 run now, 32 resumed\\)")
   message(FATAL_ERROR "--resume of a finished scenario run redid work:\n${last_out}")
 endif()
 kvconf_expect_bad("--resume with other scenarios" "--scenario"

@@ -87,6 +87,12 @@ def main(out):
                            {"logits": z}),
         "report_short": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2", **off_calls,
                               cache_after=[0] * (T - 1), calls_reported_by="a test"), {"logits": z}),
+        # kv_dtype's kv_format (docs/TRACES.md): one the engine does not know; missing.
+        "kv_format_unknown": (meta("cache_on", generated_ids=toks, format="kvconf.trace/1.1",
+                                   scenario={"name": "kv_dtype", "side": "reference", "kv_format": "q5_k"}),
+                              {"logits": z}),
+        "kv_format_missing": (meta("cache_on", generated_ids=toks, format="kvconf.trace/1.1",
+                                   scenario={"name": "kv_dtype", "side": "reference"}), {"logits": z}),
         # A vLLM trace must carry vLLM's path record (docs/VLLM.md): without calls; without engine_report; a count
         # that is not one.
         "vllm_no_calls": (meta("cache_off", generated_ids=toks, format="kvconf.trace/1.2",

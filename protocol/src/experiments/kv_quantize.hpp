@@ -1,7 +1,8 @@
 // The KV-cache perturbations of the kv_injection experiment (seed 002; KIVI; llama.cpp q8_0/q4_0), applied to rows
 // of one layer's K or V buffer (rows × kv_dim, values in the storage format) as a cache that perturbs on store would:
 // noise relative to each value's magnitude, absolute normal noise, sign flips, and quantize-dequantize round trips.
-// Each quantizer also returns, per element, the bound its own rounding step allows (QuantizerWithinStep).
+// Each quantizer also returns, per element, the bound its own rounding step allows (QuantizerWithinStep); the
+// quantizers themselves are the KV cache formats of kvconf/engine/kv_format.hpp (the kv_dtype scenario's too).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kvconf/engine/kv_format.hpp"
 #include "kvconf/numerics/format.hpp"
 
 namespace kvconf::protocol::experiments {
@@ -36,17 +38,12 @@ struct Variant {
   bool per_channel() const;    // quantized in complete groups of kGroupRows rows (KIVI's key quantization)
   bool quantizer() const;
 };
-inline constexpr std::size_t kGroupRows = 32;  // KIVI's group of tokens for per-channel scales
-inline constexpr std::size_t kBlock = 32;      // llama.cpp's q8_0 / q4_0 block of values along a row
+inline constexpr std::size_t kGroupRows = engine::kKvGroupRows;  // KIVI's group of tokens for per-channel scales
 
 // The variants kv_injection runs for a model stored in `storage` (the uniform amplitudes start at its unit roundoff).
 std::vector<Variant> injection_variants(Format storage);
 
-struct QuantCheck {          // the quantizers' own rule: |x − x̂| <= bound per element
-  double worst_ratio = 0.0;  // max |x − x̂| / bound
-  double err = 0.0, bound = 0.0;
-  std::size_t elements = 0;
-};
+using QuantCheck = engine::QuantCheck;  // the quantizers' own rule: |x − x̂| <= bound per element
 
 // Perturbs rows [r0, r1) of `buf` (row-major, kv_dim values per row) in place; results rounded to `storage`.
 // `rng` is the variant's stream (advanced). `truncate`: quantizers round toward zero (a planted fault).

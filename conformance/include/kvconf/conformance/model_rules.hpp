@@ -41,7 +41,8 @@ RuleVerdict fp32_kl_ratio(const std::string& suite, const std::string& fp16_prof
 // Cache-invariant profiles: tokens equal, and every step's KL and largest logit difference 0, in both regimes.
 RuleVerdict invariant_bitwise(const std::string& suite, const std::vector<const RunPairRecord*>& pairs);
 
-// The model rules of every model×profile of `pairs` (any mix), in model, profile, rule order.
+// The model rules of every model×profile of `pairs` (any mix), in model, profile, rule order. A "+kv_dtype" profile
+// (a cache kept narrower on purpose) gets FlipsAreNearTies skipped and no InvariantBitwise: its ScenarioRules judge it.
 std::vector<RuleVerdict> evaluate_model_rules(const std::vector<RunPairRecord>& pairs);
 
 }  // namespace kvconf::conformance

@@ -8,9 +8,11 @@
 //                            sides;
 //   scenario_bitwise         restore (every engine), and every scenario under a profile claiming cache_invariant:
 //                            every step's logits and tokens bit for bit;
-//   cached_kv                side A's cached K/V rows against side B's (cached_kv_rule below);
-//   otherwise the near-tie rules of FlipsAreNearTies on the pair (flip_rules, model_cases.hpp: perturbation sized as
-//   rounding, and every flip a near tie against the fp32 reference `ref`).
+//   cached_kv                side A's cached K/V rows against side B's (cached_kv_rule below; kv_dtype: side A's
+//                            cache within its format's step of side B's, cached_kv_format_rule);
+//   otherwise (not kv_dtype, whose narrower cache is no rounding-sized difference: its logits' effect is reported in
+//   the pair record, first flip, KL, max |dz|) the near-tie rules of FlipsAreNearTies on the pair (flip_rules,
+//   model_cases.hpp: perturbation sized as rounding, and every flip a near tie against the fp32 reference `ref`).
 #pragma once
 
 #include <cstdint>
@@ -79,6 +81,14 @@ std::vector<int> kv_gate(const std::vector<engine::CallRecord>& a, const std::ve
 CheckResult cached_kv_rule(const std::string& scenario, const KvRows& a, const KvRows& b, std::size_t rows,
                            const std::vector<int>& gate, const std::string& bitwise_demand, std::uint64_t seed,
                            const std::vector<std::vector<double>>& layer0_bound = {});
+// kv_dtype's cached_kv: side A's cache kept in format f against side B's, kept in the model's own format (values of
+// `storage`). Layer 0's first `rows` rows (those both sides computed by the same call from the same inputs: the
+// prompt's) must be within f's step of side B's values, per element (engine::within_step: the bound kv_injection's
+// quantizer_within_step uses); every layer's first `measured_rows` rows are measured (max |dK|, |dV| in the detail).
+// A failure names the worst value's K/V, row and head, both values and its bound.
+CheckResult cached_kv_format_rule(engine::KvFormat f, Format storage, const KvRows& a, const KvRows& b,
+                                  std::size_t rows, std::size_t measured_rows, std::uint64_t seed);
+
 // The rows M of the call that last fed each of the first `rows` cache rows (0: no call fed it).
 std::vector<std::size_t> kv_row_calls(const std::vector<engine::CallRecord>& calls, std::size_t rows);
 

@@ -15,6 +15,10 @@
 //               token chosen so far over an empty cache, choosing the step's token from its last row (vLLM's
 //               recompute preemption); later steps decode over the cache it built
 //                                                                   B: cache-ON, uninterrupted
+//   kv_dtype A: the cache kept in a narrower format than the model computes in (`kv_format`: fp8, q8_0, ...; vLLM's
+//               kv_cache_dtype, llama.cpp's --cache-type): the rows each call writes are stored through the format's
+//               round trip after the call (its own logits see them exact)
+//                                                                   B: cache-ON, in the model's own format
 // Both sides sample with the same per-step draws (generate.hpp). Each records, per forward call, how many tokens it fed
 // and over how many cached rows (from the context's trace, as the forward saw them), so a check can prove which path
 // ran. The scenario driver's variation points are ScenarioHooks; the planted scenario faults (engine/faults/) are
@@ -33,16 +37,17 @@
 #include "kvconf/engine/call_record.hpp"
 #include "kvconf/engine/context.hpp"
 #include "kvconf/engine/generate.hpp"
+#include "kvconf/engine/kv_format.hpp"
 
 namespace kvconf::engine {
 
 // In the order of engine/scenarios.json, the one list of the scenarios (scenario.cpp checks the two agree at compile
 // time; the adapters and the trace reader read the JSON).
-enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore, preempt };
+enum class Scenario : std::uint8_t { cache, prefix, batch, chunked, refill, restore, preempt, kv_dtype };
 const char* scenario_name(Scenario s);                       // "cache", "prefix", ...
 std::optional<Scenario> parse_scenario(std::string_view s);  // nullopt for an unknown name
 const std::vector<Scenario>& all_scenarios();                // in the order above
-std::string scenario_names_text();                           // "cache, prefix, ..., restore or preempt"
+std::string scenario_names_text();                           // "cache, prefix, ..., preempt or kv_dtype"
 
 // What engine/scenarios.json says of a scenario: its sides' names in a trace, its option, which bitwise rules apply.
 struct ScenarioInfo {
@@ -69,6 +74,8 @@ struct ScenarioOptions {
   // batch: the other sequences' prompts, prefilled in the same call as the prompt and decoded with it, one token each
   // per call (each samples with its own draws: seed + 1 + i); at least one.
   std::vector<std::vector<int>> batch_with;
+  // kv_dtype: the format side A's cache is kept in (parse_kv_format's names).
+  KvFormat kv_format = KvFormat::q8_0;
 };
 
 // The rows the prefix scenario takes from the donor: so.shared, or (0) the prompt's and the donor's common prefix, at
@@ -102,6 +109,9 @@ class ScenarioHooks : public BatchAttention {
   virtual void after_restore(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
   // preempt: called on the cache right after the preempted request's recompute built it (its logits already taken).
   virtual void after_preempt(KvCache& cache, Format storage) const { (void)cache, (void)storage; }
+  // kv_dtype: stores rows [r0, r1) of every layer's K and V (values of `storage`, just written by a call) in format
+  // f: the round trip of engine/kv_format.hpp.
+  virtual void store_kv(KvCache& cache, std::size_t r0, std::size_t r1, Format storage, KvFormat f) const;
 };
 const ScenarioHooks& plain_scenario();  // the defaults
 

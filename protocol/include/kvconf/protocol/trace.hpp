@@ -1,7 +1,7 @@
-// kvconf.trace/1, /1.1 and /1.2 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one side of
-// a scenario (1.1: prefix, chunked, refill, restore, batch, preempt; docs/SCENARIOS.md), read from a .safetensors file
-// whose metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every defect is BadInput naming
-// the file and the field.
+// kvconf.trace/1, /1.1 and /1.2 (docs/TRACES.md): one engine run of one prompt on one path (cache ON or OFF), or one
+// side of a scenario (1.1: prefix, chunked, refill, restore, batch, preempt, kv_dtype; docs/SCENARIOS.md), read from a
+// .safetensors file whose metadata key "kvconf.trace" holds the JSON description; and the pairing of traces. Every
+// defect is BadInput naming the file and the field.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +49,7 @@ struct Trace {
   engine::Scenario scenario = engine::Scenario::cache;
   bool side_a = false;
   std::size_t chunk = 0, at_step = 0, shared = 0;
+  std::string kv_format;  // kv_dtype: the format side A keeps its cache in (engine::parse_kv_format's names)
   // 1.1, optional: every forward call as the engine reported it, {tokens fed, cached rows attended over, rows of the
   // whole call (a batch's; 0 when not given: alone)}, and for each generated token the index of the call whose
   // logits chose it.
@@ -64,7 +65,7 @@ struct Trace {
   // name the reports group this engine configuration under.
   std::string profile() const;
   // The scenario with the option a folder may hold several values of: "chunked4", "refill3", "restore3",
-  // "preempt3"; "prefix", "batch" (prefix's shared rows follow the prompt).
+  // "preempt3", "kv_dtype_q8_0"; "prefix", "batch" (prefix's shared rows follow the prompt).
   std::string scenario_options() const;
   // What the two traces of a pair share: model, dtype, engine, attention, strategy, prompt id, scenario and its options.
   std::string pair_key() const;

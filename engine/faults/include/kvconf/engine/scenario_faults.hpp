@@ -21,6 +21,8 @@ enum class ScenarioFault : std::uint8_t {
                          // (a left-padded, zero-initialised K/V buffer whose key mask was dropped)
   preempt_forgets_layer,  // preempt: the cache the recompute built keeps zeros in its last layer (its blocks
                           // reallocated, never rewritten); the recompute's own logits are right, the later steps not
+  kv_dtype_truncates,     // kv_dtype: the cache's quantizer rounds toward zero instead of to nearest (a cast where a
+                          // rounding belonged): errors up to a whole step of the format, twice what it allows
 };
 const char* scenario_fault_name(ScenarioFault f);
 std::vector<ScenarioFault> all_scenario_faults();
