@@ -1,9 +1,9 @@
 # kvconf-llama-trace's bad input (docs/LLAMA_CPP.md): exit 2 and one stderr line naming the file or option, for a
 # missing model, a file llama.cpp cannot load, an unknown cache type or flash-attention value, a context llama.cpp
-# refuses (a quantised V cache without flash attention), an unknown scenario, a refill, restore or preempt step outside
-# the run, a prefix scenario with no other request, the hidden --tokenize on a prompt without text, --kv on a model
-# with sliding-window layers (GGUF_SWA) or with a --kv-step past the run, a prompt set of another vocabulary and a
-# prompt file that is not JSON. Run as: cmake
+# refuses (a quantised V cache without flash attention), an unknown scenario, kv_dtype with a cache type that is not
+# quantised, an unknown --attn-rot, a refill, restore or preempt step outside the run, a prefix scenario with no other
+# request, the hidden --tokenize on a prompt without text, --kv on a model with sliding-window layers (GGUF_SWA) or
+# with a --kv-step past the run, a prompt set of another vocabulary and a prompt file that is not JSON. Run as: cmake
 #   -DKVCONF=<kvconf-llama-trace> -DGGUF=<a fixture's .gguf> -DGGUF_SWA=<gemma2-tiny's> -DPROMPTS=<prompts.json>
 #   -DWORK=<scratch dir> -P llama_trace_bad_input_test.cmake
 cmake_policy(VERSION 3.20)
@@ -20,8 +20,13 @@ kvconf_expect_bad("quantised V cache without flash attention"
                   "--cache-type q8_0 --flash-attn off: llama.cpp refused the context.*flash" --model "${GGUF}"
                   ${common} --cache-type q8_0)
 kvconf_expect_bad("an unknown scenario"
-                  "--scenario 'swap': expected cache, prefix, batch, chunked, refill, restore or preempt"
+                  "--scenario 'swap': expected cache, prefix, batch, chunked, refill, restore, preempt or kv_dtype"
                   --model "${GGUF}" ${common} --scenario swap)
+kvconf_expect_bad("kv_dtype without a quantised cache type"
+                  "--cache-type f16: --scenario kv_dtype keeps side A's cache in q8_0 or q4_0"
+                  --model "${GGUF}" ${common} --scenario kv_dtype --cache-type f16)
+kvconf_expect_bad("an unknown --attn-rot" "--attn-rot 'maybe': expected on or off"
+                  --model "${GGUF}" ${common} --attn-rot maybe)
 kvconf_expect_bad("refill in a run too short" "--scenario refill needs --max-new-tokens 3 or more"
                   --model "${GGUF}" ${common} --scenario refill)
 kvconf_expect_bad("restore after the last step" "--at-step 5: expected 1 to 2 for --scenario restore"
