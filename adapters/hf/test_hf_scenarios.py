@@ -2,14 +2,14 @@
 """pytest -s adapters/hf/test_hf_scenarios.py [--fixtures-dir ... --kvconf-exe ... --out-dir ...]
 (CTest: HfScenarios.KvconfCheckPassesTransformersScenarios)
 
-Cache ON/OFF and both sides of every other scenario of engine/scenarios.json (prefix, chunked, refill, restore,
-batch, left-padded, and preempt) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
-(exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the
-cached K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv, each
-planted scenario fault (planted_scenario_faults.py) the rule that names it, and each planted path lie
-(planted_path_lies.py) scenario_path naming the call's field. Prints each pair's verdicts. The adapter runs (one per
-scenario and one per plant: 13) share this process (their scripts' main()s, called as their command lines would be):
-one import of torch and transformers instead of 13, about 5 s each here; the command line itself is HfAdapter's test (test_hf_trace.py).
+Cache ON/OFF and both sides of every other scenario of engine/scenarios.json (prefix, chunked, refill, restore, batch,
+left-padded, and preempt) on llama2-tiny (fp16, sdpa) with their K/V rows (--kv), judged by `kvconf check --dir --model`
+(exit 0: every rule passes), with the paths the sides reported checked (scenario_path), restore bitwise and the cached
+K/V compared (cached_kv); then the planted narrow cache (planted_narrow_cache.py) must fail cached_kv, each planted
+scenario fault (planted_scenario_faults.py) the rule that names it, and each planted path lie (planted_path_lies.py)
+scenario_path naming the call's field. Prints each pair's verdicts. The adapter runs (one per scenario and one per
+plant: 13) share this process (their scripts' main()s, called as their command lines would be): one import of torch and
+transformers instead of 13, about 5 s each here; the command line itself is HfAdapter's test (test_hf_trace.py).
 """
 from __future__ import annotations
 
