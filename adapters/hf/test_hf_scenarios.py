@@ -14,12 +14,9 @@ transformers instead of 13, about 5 s each here; the command line itself is HfAd
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import shutil
-import subprocess
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
@@ -28,12 +25,13 @@ import planted_narrow_cache
 import planted_path_lies
 import planted_scenario_faults
 import scenario_list
+from adapter_test_support import Check, scenario_of, verdicts
+from adapter_test_support import kvconf_check as support_check
 from hf_scenarios import UNSUPPORTED
 
 # The scenarios transformers runs: every one of engine/scenarios.json but those it cannot (kv_dtype: exit 2).
 NAMES = tuple(n for n in scenario_list.NAMES if n not in UNSUPPORTED)
 
-Record = dict[str, Any]  # one pair's record in pairs.jsonl (kvconf.run_pair)
 
 
 @dataclasses.dataclass
@@ -42,13 +40,6 @@ class Setup:
     model: Path
     prompts: Path
     kvconf: Path
-
-
-@dataclasses.dataclass
-class Check:
-    returncode: int
-    stdout: str
-    records: list[Record]
 
 
 @pytest.fixture(scope="module")
@@ -70,26 +61,7 @@ def run_adapter(s: Setup, script_main: Callable[[list[str]], int], scenario: str
 
 
 def kvconf_check(s: Setup, folder: Path, out: Path) -> Check:
-    p = subprocess.run([str(s.kvconf), "check", "--dir", str(folder), "--model", str(s.model), "--out", str(out)],
-                       capture_output=True, text=True)
-    print(p.stdout[-2000:], p.stderr[-2000:])
-    pairs = out / "pairs.jsonl"
-    records = [json.loads(line) for line in pairs.read_text().splitlines() if line] if pairs.is_file() else []
-    return Check(p.returncode, p.stdout, records)
-
-
-def verdicts(label: str, record: Record) -> dict[str, Record]:
-    """The record's rules by name, printed as one line."""
-    rules = {x["rule"]: x for x in record["rules"]}
-    print(f"{label} {record['prompt_id']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                         for k, v in rules.items()))
-    return rules
-
-
-def scenario_of(record: Record) -> str:
-    """The profile names the scenario and the option a folder may hold several of ("+chunked5", "+restore3")."""
-    profile: str = record["profile"]
-    return re.sub(r"\d+$", "", profile.split("+")[-1]) if "+" in profile else "cache"
+    return support_check(s.kvconf, s.model, folder, out)
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,15 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
 import kvconf_hf_trace
 import planted_path_lies
+from adapter_test_support import Check, verdicts
+from adapter_test_support import kvconf_check as support_check
 
 MODEL = "smollm2-135m"
 PROMPTS = "smollm2-gsm8k.json"
@@ -89,27 +90,16 @@ def run_adapter(s: Smol, script_main: Callable[[list[str]], int], folder: Path, 
     assert rc == 0, f"{script_main.__module__}.py {' '.join(argv)} exited {rc}"
 
 
-def kvconf_check(s: Smol, folder: Path, out: Path) -> tuple[int, list[dict[str, Any]]]:
-    """`kvconf check --dir folder --model <the fp32 folder>`: its exit status and pairs.jsonl's records."""
-    p = subprocess.run([str(s.kvconf), "check", "--dir", str(folder), "--model", str(s.model), "--out", str(out)],
-                       capture_output=True, text=True)
-    print(p.stdout[-2000:], p.stderr[-2000:])
-    pairs = out / "pairs.jsonl"
-    return p.returncode, [json.loads(x) for x in pairs.read_text().splitlines() if x] if pairs.is_file() else []
-
-
-def verdicts(label: str, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The record's rules by name, printed as one line."""
-    rules = {x["rule"]: x for x in record["rules"]}
-    print(f"{label} {record['profile']} {record['prompt_id']}: "
-          + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}" for k, v in rules.items()))
-    return rules
+def kvconf_check(s: Smol, folder: Path, out: Path) -> Check:
+    """`kvconf check --dir folder --model <the fp32 folder>`."""
+    return support_check(s.kvconf, s.model, folder, out)
 
 
 def test_fp16_pair_passes_kvconf_check(smol: Smol) -> None:
     """The honest pair: exit 0, and the rules every cache pair gets all there and passing."""
     run_adapter(smol, kvconf_hf_trace.main, smol.out / "fp16", TOKENS)
-    rc, records = kvconf_check(smol, smol.out / "fp16", smol.out / "fp16-check")
+    check = kvconf_check(smol, smol.out / "fp16", smol.out / "fp16-check")
+    rc, records = check.returncode, check.records
     assert rc == 0, f"kvconf check exited {rc}"
     assert len(records) == 1 and records[0]["profile"] == "fp16-transformers-sdpa"
     rules = verdicts("honest", records[0])
@@ -122,7 +112,8 @@ def test_planted_recompute_on_fails_scenario_path(smol: Smol) -> None:
     """recompute_on: logits a correct run could give, calls the engine reported; exit 1, scenario_path failing at
     the first decode call (calls[1] fed the whole sequence)."""
     run_adapter(smol, planted_path_lies.main, smol.out / "recompute_on", LIE_TOKENS, "recompute_on")
-    rc, records = kvconf_check(smol, smol.out / "recompute_on", smol.out / "recompute_on-check")
+    check = kvconf_check(smol, smol.out / "recompute_on", smol.out / "recompute_on-check")
+    rc, records = check.returncode, check.records
     assert rc == 1, f"kvconf check exited {rc}, expected 1 (a rule failed)"
     assert len(records) == 1, "no pair checked"
     x = verdicts("planted recompute_on", records[0]).get("scenario_path", {})

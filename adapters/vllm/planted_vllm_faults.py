@@ -81,10 +81,7 @@ def _batch_neighbour(eng: Engine) -> None:
 def _preempt_forgets_layer(eng: Engine) -> None:
     sched = eng.scheduler
     real = sched.update_from_output
-    model = eng.model()
-    kv = model.model.layers[-1].self_attn.attn.kv_cache  # the last layer's cache (a list per virtual engine in
-    kv = kv[0] if isinstance(kv, list) else kv           # some versions): (num_blocks, kv_heads, block_size,
-    # 2 * head_dim), K and V of each block (vLLM's CPU_ATTN layout)
+    kv = eng.layer_cache(-1)  # the last layer's: (num_blocks, kv_heads, block_size, 2 * head_dim), K and V per block
 
     def forget(scheduler_output: Any, model_output: Any) -> Any:
         for r in scheduler_output.scheduled_cached_reqs.resumed_req_ids | {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -20,9 +19,11 @@ from typing import Any
 
 import pytest
 
+from adapter_test_support import Check, scenario_of, verdicts
+from adapter_test_support import kvconf_check as support_check
+
 HERE = Path(__file__).resolve().parent
 SCENARIOS = ("cache", "prefix", "batch", "chunked", "preempt")
-Record = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +52,6 @@ class Setup:
     model: Path
     prompts: Path
     kvconf: Path
-
-
-@dataclasses.dataclass
-class Check:
-    returncode: int
-    records: list[Record]
 
 
 def adapter_argv(s: Setup, folder: Path, scenario: str, *extra: str) -> list[str]:
@@ -89,24 +84,7 @@ def setup(request: pytest.FixtureRequest, fixtures_dir: Path, kvconf_exe: Path, 
 
 
 def kvconf_check(s: Setup, folder: Path, out: Path, *extra: str) -> Check:
-    p = subprocess.run([str(s.kvconf), "check", "--dir", str(folder), "--model", str(s.model), "--out", str(out),
-                        *extra], capture_output=True, text=True)
-    print(p.stdout[-1500:], p.stderr[-1500:])
-    pairs = out / "pairs.jsonl"
-    records = [json.loads(line) for line in pairs.read_text().splitlines() if line] if pairs.is_file() else []
-    return Check(p.returncode, records)
-
-
-def rules_of(label: str, record: Record) -> dict[str, Record]:
-    rules = {x["rule"]: x for x in record["rules"]}
-    print(f"{label} {record['profile']}: " + ", ".join(f"{k} {'pass' if v['pass'] else 'FAIL'}"
-                                                       for k, v in rules.items()))
-    return rules
-
-
-def scenario_of(record: Record) -> str:
-    profile: str = record["profile"]
-    return re.sub(r"\d+$", "", profile.split("+")[-1]) if "+" in profile else "cache"
+    return support_check(s.kvconf, s.model, folder, out, *extra)
 
 
 def trace_meta(path: Path) -> dict[str, Any]:
@@ -125,7 +103,7 @@ def test_kvconf_check_passes_every_scenario(honest: Check) -> None:
     assert honest.returncode == 0, f"kvconf check exited {honest.returncode}"
     assert sorted(scenario_of(r) for r in honest.records) == sorted(SCENARIOS)
     for r in honest.records:
-        rules = rules_of("honest", r)
+        rules = verdicts("honest", r)
         assert rules["scenario_path"]["pass"], f"{r['profile']}: scenario_path failed"
         if scenario_of(r) == "preempt":
             assert rules["scenario_shared_steps_bitwise"]["pass"], f"{r['profile']}: steps before the event differ"
@@ -182,6 +160,6 @@ def test_planted_fault_fails_its_rule(setup: Setup, name: str) -> None:
     check = kvconf_check(setup, setup.out / name, setup.out / f"{name}-check")
     assert check.returncode == 1, f"kvconf check exited {check.returncode}, expected 1 (a rule failed)"
     assert len(check.records) == 1
-    x = rules_of(f"planted {name}", check.records[0]).get(plant.rule, {})
+    x = verdicts(f"planted {name}", check.records[0]).get(plant.rule, {})
     assert not x.get("pass", True) and plant.naming in x.get("detail", ""), \
         f"{plant.rule} did not fail naming '{plant.naming}': {x}"

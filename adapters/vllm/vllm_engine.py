@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 from typing import Any, Callable, Iterator, Sequence
 
@@ -237,65 +238,67 @@ class Engine:
         """The torch module vLLM runs (in this process): for the planted faults' hooks."""
         return self.llm.apply_model(lambda m: m)[0]
 
+    @functools.cached_property
+    def attention_layers(self) -> list[Any]:
+        """Each decoder layer's attention (vLLM's Attention module: its kv_cache, sliding_window, isa)."""
+        return [layer.self_attn.attn for layer in self.model().model.layers]
+
+    def layer_cache(self, i: int) -> Any:
+        """Layer i's KV cache tensor, (num_blocks, kv_heads, block_size, 2 * head_dim) for CPU_ATTN (a list per
+        virtual engine in some vLLM versions: the first)."""
+        kv = self.attention_layers[i].kv_cache
+        return kv[0] if isinstance(kv, list) else kv
+
     def sliding_window(self) -> int | None:
         """The window of the model's sliding-window attention layers (Gemma-2's every other layer), None if it has
         none: vLLM keeps their KV blocks in a cache group of their own and frees a block once it leaves the window."""
-        windows = [int(w) for layer in self.model().model.layers
-                   if (w := getattr(layer.self_attn.attn, "sliding_window", None)) is not None]
+        windows = [int(w) for a in self.attention_layers if (w := getattr(a, "sliding_window", None)) is not None]
         return min(windows) if windows else None
 
-    def layer_caches(self) -> list[Any]:
-        """Each layer's KV cache tensor, (num_blocks, kv_heads, block_size, 2 * head_dim) as vLLM's CPU_ATTN allocates
-        it (vllm/v1/attention/backends/cpu_attn.py)."""
-        caches = []
-        for layer in self.model().model.layers:
-            kv = layer.self_attn.attn.kv_cache
-            caches.append(kv[0] if isinstance(kv, list) else kv)
-        return caches
-
-    def read_kv(self, block_ids: list[int], rows: int) -> tuple[Any, Any]:
-        """The K (after RoPE) and V rows 0 … rows − 1 held in the blocks, as (L, rows, kv_heads * head_dim) in the
-        model's dtype (an fp8 cache: its values times its scales, exactly).
-
-        Layout, for CPU_ATTN's "vec" kernels (x86 without AMX): each (block, head) holds block_size * 2 * head_dim
-        values, K first, stored transposed (head_dim, block_size), then V (block_size, head_dim). Found by reading
-        back a run whose K/V transformers also wrote (V equal in either reading; K only transposed; docs/VLLM.md
-        "K/V rows"). Another ISA's layout is not known here: EngineError."""
-        import torch
-        if self.sliding_window() is not None:
-            raise EngineError(f"--kv: {self.cfg.model_dir} has sliding-window layers (window {self.sliding_window()}), "
-                              "whose KV blocks vLLM frees once they leave the window: their rows cannot be read at "
-                              "the end (as kvconf-llama-trace's --kv); run it without --kv")
+    def ensure_kv_readable(self) -> None:
+        """EngineError unless read_kv can read this engine's cache: one KV cache group holding every row to the end,
+        in the model's dtype, in the layout read_kv knows."""
+        window = self.sliding_window()
+        if window is not None:
+            raise EngineError(f"--kv: {self.cfg.model_dir} has sliding-window layers (window {window}), whose KV "
+                              "blocks vLLM frees once they leave the window: their rows cannot be read at the end (as "
+                              "kvconf-llama-trace's --kv); run it without --kv")
         groups = len(self.scheduler.kv_cache_manager.kv_cache_config.kv_cache_groups)
         if groups != 1:  # each group has its own block ids (found on Gemma-2, helper 14): read with one group's only
             raise EngineError(f"--kv: vLLM keeps this model's KV cache in {groups} groups with block ids of their own; "
                               "kvconf reads a single group's cache")
-        isa = {getattr(layer.self_attn.attn, "isa", None) for layer in self.model().model.layers}
+        if self.cfg.kv_cache_dtype != "auto":
+            raise EngineError(f"--kv with kv_cache_dtype {self.cfg.kv_cache_dtype}: the layout and scales of vLLM's "
+                              "fp8 CPU cache have not been read back against a reference (docs/VLLM.md \"What is not "
+                              "here yet\"); run it without --kv")
+        isa = {getattr(a, "isa", None) for a in self.attention_layers}
         if isa != {"vec"}:
             raise EngineError(f"--kv: vLLM's CPU attention runs the {sorted(map(str, isa))} kernels here, whose K/V "
                               "layout kvconf does not know (it reads the 'vec' layout)")
+
+    def read_kv(self, block_ids: list[int], rows: int) -> tuple[Any, Any]:
+        """The K (after RoPE) and V rows 0 … rows − 1 held in the blocks, as (L, rows, kv_heads * head_dim) in the
+        cache's dtype (ensure_kv_readable says which caches these are).
+
+        Layout, for CPU_ATTN's "vec" kernels (x86 without AMX): each layer's cache is (num_blocks, kv_heads,
+        block_size, 2 * head_dim) (vllm/v1/attention/backends/cpu_attn.py), each (block, head) holding block_size *
+        2 * head_dim values, K first, stored transposed (head_dim, block_size), then V (block_size, head_dim). Found by
+        reading back a run whose K/V transformers also wrote (V equal in either reading; K only transposed;
+        docs/VLLM.md "K/V rows")."""
+        import torch
+        self.ensure_kv_readable()
         ks: list[Any] = []
         vs: list[Any] = []
-        for cache, (k_scale, v_scale) in zip(self.layer_caches(), self.kv_scales()):
+        for i in range(len(self.attention_layers)):
+            cache = self.layer_cache(i)
             _, heads, bs, two_hd = cache.shape
             hd = two_hd // 2
             blk = cache[block_ids].reshape(len(block_ids), heads, 2 * bs * hd)
             k = blk[:, :, : bs * hd].reshape(len(block_ids), heads, hd, bs).permute(0, 3, 1, 2)  # (blocks, bs, H, hd)
             v = blk[:, :, bs * hd:].reshape(len(block_ids), heads, bs, hd).permute(0, 2, 1, 3)
-            for part, out, scale in ((k, ks, k_scale), (v, vs, v_scale)):
-                rows_t = part.reshape(len(block_ids) * bs, heads * hd)[:rows]
-                if self.cfg.kv_cache_dtype != "auto":
-                    wide = rows_t.view(torch.float8_e4m3fn).to(torch.float32) * scale
-                    rows_t = wide.to(getattr(torch, self.cfg.dtype))
-                out.append(rows_t.clone())
+            ks.append(k.reshape(len(block_ids) * bs, heads * hd)[:rows].clone())
+            vs.append(v.reshape(len(block_ids) * bs, heads * hd)[:rows].clone())
         return torch.stack(ks), torch.stack(vs)
-
-    def kv_scales(self) -> list[tuple[float, float]]:
-        out = []
-        for layer in self.model().model.layers:
-            a = layer.self_attn.attn
-            out.append((float(getattr(a, "_k_scale_float", 1.0)), float(getattr(a, "_v_scale_float", 1.0))))
-        return out
 
     def run(self, requests: Sequence[Request], before_step: Callable[[int], None] | None = None) -> dict[str, Result]:
         """Runs the requests to completion, each joining at its join_at step; every step's report is kept."""
@@ -304,7 +307,7 @@ class Engine:
         if self.engine.has_unfinished_requests():
             raise EngineError("the engine still has unfinished requests")
         if any(r.kv for r in requests):
-            self.read_kv([], 0)  # refuses a model whose rows cannot be read, before anything runs
+            self.ensure_kv_readable()  # before anything runs
         self.probe.steps.clear()
         self.probe.kv_wanted.clear()
         self.probe.kv.clear()

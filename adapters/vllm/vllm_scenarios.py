@@ -169,14 +169,11 @@ def run_scenario(name: str, make: Callable[[EngineConfig], Engine], base: Engine
         if not fp8_cache_supported():
             raise EngineError(f"kv_dtype: vLLM's fp8 KV cache on the CPU needs AVX-512 or AMX, and this CPU has "
                               f"{cpu_capability()} (vllm/v1/attention/backends/cpu_attn.py)")
-        if kv:
-            raise EngineError("kv_dtype with --kv: the layout of vLLM's fp8 CPU cache has not yet been read back "
-                              "against a reference (docs/VLLM.md \"What is not here yet\"): run it without --kv")
         fmt = kv_format or "fp8_e4m3"
         eng_a = make(dataclasses.replace(base, kv_cache_dtype=KV_FORMATS[fmt]))
         install(eng_a)
-        a = eng_a.run([Request("narrow", p, steps)])["narrow"]
-        b = make(base).run([Request("own", p, steps)])["own"]
+        a = eng_a.run([Request("narrow", p, steps, kv=kv)])["narrow"]
+        b = make(base).run([Request("own", p, steps, kv=kv)])["own"]
         opt_k = {"kv_format": fmt}
         return Pair(Side(a, "cache_on", {"name": "kv_dtype", "side": "scenario", **opt_k},
                          _report(a, vllm_kv_cache_dtype=KV_FORMATS[fmt])),
