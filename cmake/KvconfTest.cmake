@@ -74,3 +74,20 @@ include([==[${PROJECT_SOURCE_DIR}/cmake/KvconfBatchDiscovery.cmake]==])
 ")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_include})
 endfunction()
+
+# kvconf_test_setup_case(<target> <case> <fixture>): GoogleTest case <case> of kvconf_add_test's <target> is the CTest
+# fixture setup of its other cases (FIXTURES_SETUP <fixture> on it, FIXTURES_REQUIRED on the rest), so that CTest runs
+# it first, and alone of them, also when a filter selects only the others: e.g. one process writing what every case
+# reads. Set when ctest reads the discovered list (<target>_FAST), in a file included after discovery's.
+function(kvconf_test_setup_case target case fixture)
+  set(_include ${CMAKE_CURRENT_BINARY_DIR}/${target}_setup_case.cmake)
+  file(WRITE ${_include} "foreach(_t IN LISTS ${target}_FAST)
+  if(_t STREQUAL [==[${case}]==])
+    set_tests_properties(\"\${_t}\" PROPERTIES FIXTURES_SETUP ${fixture})
+  else()
+    set_tests_properties(\"\${_t}\" PROPERTIES FIXTURES_REQUIRED ${fixture})
+  endif()
+endforeach()
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_include})
+endfunction()

@@ -75,6 +75,41 @@ inline std::string folder_fingerprint(const std::filesystem::path& dir, const st
 // The file a cached folder's key is kept in (written before the folder is renamed into place).
 inline const char* kKeyFile = ".kvconf-cache-key";
 
+// Whether `dir` holds a folder made with `key`; a folder made by something else is removed (to be written again).
+inline bool is_current(const std::filesystem::path& dir, const std::string& key) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.parent_path());
+  if (!fs::is_directory(dir)) return false;
+  std::string held;
+  if (std::FILE* in = std::fopen((dir / kKeyFile).c_str(), "rb")) {
+    for (int c; (c = std::fgetc(in)) != EOF;) held += static_cast<char>(c);
+    std::fclose(in);
+  }
+  if (held == key) return true;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return false;
+}
+
+// This process's empty temporary folder name beside `dir` (nothing there yet).
+inline std::filesystem::path temporary_beside(const std::filesystem::path& dir) {
+  const std::filesystem::path tmp = dir.string() + ".tmp" + std::to_string(::getpid());
+  std::filesystem::remove_all(tmp);
+  return tmp;
+}
+
+// The written folder `tmp` renamed to `dir` with its key (another process may have won the race: then its folder
+// stays and ours goes).
+inline void put_in_place(const std::filesystem::path& tmp, const std::filesystem::path& dir, const std::string& key) {
+  if (std::FILE* out = std::fopen((tmp / kKeyFile).c_str(), "wb")) {
+    std::fwrite(key.data(), 1, key.size(), out);
+    std::fclose(out);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir, ec);
+  if (ec) std::filesystem::remove_all(tmp);
+}
+
 // `dir`, written by the shell command command(tmp) into a temporary folder beside it and renamed into place (another
 // process may win the race: then its folder stays and ours goes); empty with *why set when the command failed. `key`
 // says what made it (the command, the adapter's sources, the engine's version and library, the fixture, the options):
@@ -82,29 +117,10 @@ inline const char* kKeyFile = ".kvconf-cache-key";
 inline std::filesystem::path write_once(const std::filesystem::path& dir, std::string* why,
                                         const std::function<std::string(const std::filesystem::path&)>& command,
                                         const std::string& key = "") {
-  namespace fs = std::filesystem;
-  fs::create_directories(dir.parent_path());
-  std::error_code ec;
-  if (fs::is_directory(dir)) {
-    std::string held;
-    if (std::FILE* in = std::fopen((dir / kKeyFile).c_str(), "rb")) {
-      for (int c; (c = std::fgetc(in)) != EOF;) held += static_cast<char>(c);
-      std::fclose(in);
-    }
-    if (held == key) return dir;
-    fs::remove_all(dir, ec);  // made by something else: written again
-  }
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = dir.string() + ".tmp" + pid;
-  fs::remove_all(tmp);
-  const std::string cmd = command(tmp);
-  if (!run_logged(cmd, dir.string() + ".log" + pid, why)) return {};
-  if (std::FILE* out = std::fopen((tmp / kKeyFile).c_str(), "wb")) {
-    std::fwrite(key.data(), 1, key.size(), out);
-    std::fclose(out);
-  }
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp);
+  if (is_current(dir, key)) return dir;
+  const std::filesystem::path tmp = temporary_beside(dir);
+  if (!run_logged(command(tmp), dir.string() + ".log" + std::to_string(::getpid()), why)) return {};
+  put_in_place(tmp, dir, key);
   return dir;
 }
 

@@ -82,13 +82,19 @@ bool has_sliding_layers(const engine::Model& m) {
   return false;
 }
 
-// The fixture's vLLM traces: 2 prompts x (cache ON, cache OFF), 12 tokens; with their K/V rows (--kv) where the
-// adapter can read them (not on a model with sliding-window layers: vLLM frees their blocks outside the window, and
-// the adapter refuses --kv there).
-std::vector<protocol::Trace> traces(const std::string& fixture) {
+// The fixture's vLLM run: 2 prompts x (cache ON, cache OFF), 12 tokens; with their K/V rows (--kv) where the adapter
+// can read them (not on a model with sliding-window layers: vLLM frees their blocks outside the window, and the
+// adapter refuses --kv there).
+testing::VllmRun run_of(const std::string& fixture) {
   testing::VllmRun run{fixture};
   run.kv = !has_sliding_layers(model(fixture));
-  return testing::run_traces(run, testing::vllm_traces);
+  return run;
+}
+
+// Its traces (written by VllmTraces.EveryFixtureInOneVllmProcess, which CTest runs first; by their own vLLM process
+// when a test runs alone).
+std::vector<protocol::Trace> traces(const std::string& fixture) {
+  return testing::run_traces(run_of(fixture), testing::vllm_traces);
 }
 
 // What the fixture shows beyond its plain function. Gemma-2 (attn_logit_softcapping 50): vLLM's CPU attention
@@ -102,6 +108,23 @@ struct Expectation {
   bool attn_softcap = false;  // vLLM applies it, and dropping it would be seen
 };
 void PrintTo(const Expectation& e, std::ostream* os) { *os << e.fixture; }
+
+// The fixtures the cross-check runs, with what each shows.
+const std::vector<Expectation> kExpectations = {{"llama2-tiny"}, {"mistral-tiny"}, {"gemma2-tiny", true},
+                                                {"gemma2-obs-tiny", true}, {"mistral-obs-tiny"}};
+
+// Every fixture's traces written by one vLLM process (one import of vLLM, about 10 s, instead of one per fixture):
+// the CTest fixture setup of every other test here (tests/adapters/CMakeLists.txt). Fails with the adapter's output
+// when vLLM could not write them.
+TEST(VllmTraces, EveryFixtureInOneVllmProcess) {
+  std::vector<testing::VllmRun> runs;
+  for (const Expectation& e : kExpectations) runs.push_back(run_of(e.fixture));
+  std::string why;
+  std::size_t written = 0;
+  ASSERT_TRUE(testing::vllm_traces_many(runs, &why, &written)) << why;
+  for (const testing::VllmRun& r : runs) EXPECT_EQ(testing::read_traces(testing::vllm_dir(r)).size(), 4u) << r.id();
+  std::printf("%zu of %zu fixtures' vLLM traces written in one vLLM process\n", written, runs.size());
+}
 
 class VllmCrossCheck : public ::testing::TestWithParam<Expectation> {};
 
@@ -190,9 +213,7 @@ TEST_P(VllmCrossCheck, Layer0KvWithinProjectionBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, VllmCrossCheck,
-                         ::testing::Values(Expectation{"llama2-tiny"}, Expectation{"mistral-tiny"},
-                                           Expectation{"gemma2-tiny", true}, Expectation{"gemma2-obs-tiny", true},
-                                           Expectation{"mistral-obs-tiny"}),
+                         ::testing::ValuesIn(kExpectations),
                          [](const auto& p) {
                            std::string s = p.param.fixture;
                            std::replace(s.begin(), s.end(), '-', '_');

