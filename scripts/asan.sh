@@ -21,10 +21,11 @@ echo "asan.sh: configured and built kvconf_asan_subset in $((t1 - t0)) s"
 # add_test() ones are excluded by name (the kvconf CLI tests, the libtorch and plugin suite batches, the label check,
 # the GPU run's plan check, which counts tests of suites the subset does not build, llama.cpp's adapter and ggml plugin
 # tests, vLLM's (Python, in its own venv), and RealFixtures, a Python test of converted files the subset does not
-# write).
+# write). Nor the Python tests of the unit label, which run no instrumented code: HfAdapter (the transformers
+# adapter's traces) and KvconfDocs (the architecture figures).
 # Also left out: the exhaustive numeric sweeps that take a minute or more each under ASan and add nothing it could find
 # (they run in the default suite): every-pattern midpoints, the bound sweeps, the bit-for-bit GEMM loops.
-not_built='^(KvconfCli|KvconfCtest|ReportsSample|Torch|TorchCuda|LlamaCpp|Vllm[A-Za-z]*|GpuRun|RealFixtures)[./]|^Plugin/ggml/'
+not_built='^(KvconfCli|KvconfCtest|ReportsSample|Torch|TorchCuda|LlamaCpp|Vllm[A-Za-z]*|GpuRun|RealFixtures|HfAdapter|KvconfDocs)[./]|^Plugin/ggml/'
 sweeps='^Formats/Midpoints\.|^BoundsSweep\.|^AttentionBound\.Emulated|^GemmKernels\..*BitForBit'
 ctest --test-dir build-asan -j "$jobs" -L '^(unit|oracle|projection|falsification)$' \
   -LE '^(slow|crash|slurm|install|fuzz)$' \
