@@ -5,7 +5,7 @@
 
 Runs in the project's venv (pytest, safetensors); vLLM runs in .venv-vllm: the adapter, kvconf_vllm_trace.py, is
 started with --vllm-python, once for every scenario of vLLM (llama2-tiny, fp16, one prompt, 8 tokens) and once per
-plant (planted_vllm_faults.py), all runs in one process of that Python (run_many.py: one import of vLLM).
+plant (planted_vllm_faults.py), all runs in one process of that Python (adapters/hf/run_many.py: one import of vLLM).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from adapter_test_support import Check, scenario_of, verdicts
 from adapter_test_support import kvconf_check as support_check
 
 HERE = Path(__file__).resolve().parent
+RUN_MANY = HERE.parent / "hf" / "run_many.py"  # several command lines of the adapter in one process
 SCENARIOS = ("cache", "prefix", "batch", "chunked", "preempt")
 
 
@@ -76,8 +77,8 @@ def setup(request: pytest.FixtureRequest, fixtures_dir: Path, kvconf_exe: Path, 
                  str(out / "gemma2-prefix")])
     runs += [adapter_argv(s, out / name, p.scenario, "--plant", name) for name, p in PLANTS.items()]
     (out / "runs.json").write_text(json.dumps(runs))
-    p = subprocess.run([str(vllm_python), str(HERE / "run_many.py"), str(out / "runs.json")], text=True,
-                       capture_output=True)
+    p = subprocess.run([str(vllm_python), str(RUN_MANY), str(HERE / "kvconf_vllm_trace.py"), str(out / "runs.json")],
+                       text=True, capture_output=True)
     sys.stdout.write(p.stdout[-4000:])
     assert p.returncode == 0, f"run_many.py exited {p.returncode}: {p.stderr[-3000:]}"
     return s

@@ -3,8 +3,8 @@
 """Each case runs the adapter's command line with --vllm-python (or, for "vLLM missing", with this Python, which has
 no vLLM; for "another version", with a stand-in vllm package first on PYTHONPATH) and checks exit 2 and the message.
 The cases that get as far as importing vLLM (seconds) or building an engine run together in one vLLM process
-(run_many.py --stderr: the adapter's main() per case, its exit status and stderr lines as a process would give them);
-the others fail before vLLM is imported and run as processes of their own."""
+(adapters/hf/run_many.py --stderr: the adapter's main() per case, its exit status and stderr lines as a process would
+give them); the others fail before vLLM is imported and run as processes of their own."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ADAPTER = Path(__file__).resolve().parent / "kvconf_vllm_trace.py"
+RUN_MANY = ADAPTER.parents[1] / "hf" / "run_many.py"
 
 
 @dataclasses.dataclass
@@ -70,7 +71,7 @@ def in_vllm(vllm_python: Path, base: list[str], fixtures_dir: Path, tmp_path_fac
         cases.update(fp8_cache=[*base, "--kv-cache-dtype", "fp8"], fp8_scenario=[*base, "--scenario", "kv_dtype"])
     runs = tmp_path_factory.mktemp("vllm-runs") / "runs.json"
     runs.write_text(json.dumps(list(cases.values())))
-    p = subprocess.run([str(vllm_python), str(ADAPTER.parent / "run_many.py"), "--stderr", str(runs)],
+    p = subprocess.run([str(vllm_python), str(RUN_MANY), "--stderr", str(ADAPTER), str(runs)],
                        capture_output=True, text=True, timeout=600)
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith('{"run"')]
     assert len(lines) == len(cases), f"run_many.py gave {len(lines)} of {len(cases)} outcomes: {p.stderr[-2000:]}"

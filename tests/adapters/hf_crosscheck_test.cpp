@@ -65,6 +65,43 @@ Logits replay(const std::string& fixture, const std::string& profile, const prot
 
 std::vector<protocol::Trace> traces(const testing::HfRun& run) { return testing::run_traces(run, testing::hf_traces); }
 
+// The fixtures the fp32 cross-check runs (stories260K: the llama2.c model of the shared data, converted).
+const std::vector<std::string> kFixtures = {"llama2-tiny",     "mistral-tiny",     "gemma2-tiny",
+                                            "gemma2-obs-tiny", "mistral-obs-tiny", "stories260K"};
+
+bool stories_absent() {
+  return !fs::exists(fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin");
+}
+
+// HfEmbeddingScale's run of a fixture: bf16, one prompt, 2 tokens, with the hidden states.
+testing::HfRun embedding_run(const std::string& fixture) {
+  testing::HfRun run{fixture, "bfloat16"};
+  run.prompts = 1;
+  run.tokens = 2;
+  run.hidden = true;
+  return run;
+}
+
+// HfCheck's: llama2-tiny in a 16-bit dtype under SDPA, top-k sampled.
+testing::HfRun sixteen_bit_run(const std::string& dtype) { return {"llama2-tiny", dtype, "sdpa", "topk"}; }
+
+// Every run the tests here read, written by one transformers process (one import of torch and transformers, seconds,
+// instead of one per test process): the CTest fixture setup of every other test here (tests/adapters/CMakeLists.txt).
+// Fails with the adapter's output when transformers could not write them.
+TEST(HfTraces, EveryRunInOnePythonProcess) {
+  std::vector<testing::HfRun> runs;
+  for (const std::string& f : kFixtures)
+    if (f != "stories260K" || !stories_absent()) runs.push_back({f});
+  for (const char* f : {"gemma2-obs-tiny", "gemma2-tiny"}) runs.push_back(embedding_run(f));
+  for (const char* dtype : {"float16", "bfloat16"}) runs.push_back(sixteen_bit_run(dtype));
+  std::string why;
+  std::size_t written = 0;
+  ASSERT_TRUE(testing::hf_traces_many(runs, &why, &written)) << why;
+  for (const testing::HfRun& r : runs)
+    EXPECT_EQ(testing::read_traces(fs::path(KVCONF_HF_TRACES_DIR) / r.id()).size(), 2u * r.prompts) << r.id();
+  std::printf("%zu of %zu transformers runs written in one Python process\n", written, runs.size());
+}
+
 struct Agreement {
   double diff = 0.0, bound = 0.0;  // max_s ‖z_hf − z_kvconf‖∞ and B
   std::size_t argmax_mismatch = 0;
@@ -82,13 +119,11 @@ Agreement agree(const std::string& fixture, const protocol::Trace& t, Fault faul
   return a;
 }
 
-class HfCrossCheck : public ::testing::TestWithParam<const char*> {};
+class HfCrossCheck : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfCrossCheck, Fp32EagerAgreesWithKvconf) {
   const testing::HfRun run{GetParam()};
-  if (run.fixture == "stories260K" &&
-      !fs::exists(fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin"))
-    GTEST_SKIP() << "no stories260K.bin under " << KVCONF_SHARED_DIR;
+  if (run.fixture == "stories260K" && stories_absent()) GTEST_SKIP() << "no stories260K.bin under " << KVCONF_SHARED_DIR;
   for (const protocol::Trace& t : traces(run)) {
     SCOPED_TRACE(t.file.string());
     ASSERT_EQ(t.logits_dtype, "F32");
@@ -101,9 +136,7 @@ TEST_P(HfCrossCheck, Fp32EagerAgreesWithKvconf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfCrossCheck,
-                         ::testing::Values("llama2-tiny", "mistral-tiny", "gemma2-tiny", "gemma2-obs-tiny",
-                                           "mistral-obs-tiny", "stories260K"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfCrossCheck, ::testing::ValuesIn(kFixtures),
                          [](const auto& test_info) {
                            std::string s = test_info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -157,11 +190,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, HfArchitectureFault,
 // gemma2-obs-tiny (√192) and is invisible on gemma2-tiny (√256 = 16).
 TEST(HfEmbeddingScale, Bf16EmbeddingBitwiseAndUnroundedScaleCaught) {
   for (const auto& [fixture, visible] : {std::pair{"gemma2-obs-tiny", true}, std::pair{"gemma2-tiny", false}}) {
-    testing::HfRun run{fixture, "bfloat16"};
-    run.prompts = 1;
-    run.tokens = 2;
-    run.hidden = true;
-    const std::vector<protocol::Trace> ts = traces(run);
+    const std::vector<protocol::Trace> ts = traces(embedding_run(fixture));
     ASSERT_FALSE(ts.empty());
     const protocol::Trace& t = ts.front();
     ASSERT_FALSE(t.hidden.empty()) << t.file << " has no hidden_states";
@@ -193,8 +222,7 @@ namespace {
 // its cache), prefill logits bitwise and every flip a near-tie (docs/MODELS.md has the larger runs' verdicts).
 TEST(HfCheck, TransformersSixteenBitPairsPassKvconfCheck) {
   for (const char* dtype : {"float16", "bfloat16"}) {
-    testing::HfRun run{"llama2-tiny", dtype, "sdpa", "topk"};
-    const std::vector<protocol::Trace> ts = traces(run);
+    const std::vector<protocol::Trace> ts = traces(sixteen_bit_run(dtype));
     ASSERT_EQ(ts.size(), 4u);
     for (std::size_t i = 0; i < ts.size(); i += 2) {  // sorted: <prompt>....off, <prompt>....on
       const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);

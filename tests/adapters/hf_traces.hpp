@@ -1,6 +1,7 @@
 // Traces of HF transformers runs for the cross-check tests, written on first use by adapters/hf/kvconf_hf_trace.py
 // (KVCONF_PYTHON) into the build tree and shared by every test process: each configuration is written into a fresh
-// temporary folder and renamed into place, so concurrent test processes never see a half-written set.
+// temporary folder and renamed into place, so concurrent test processes never see a half-written set; hf_traces_many
+// writes several in one process (the cross-check's CTest fixture, HfTraces.EveryRunInOnePythonProcess).
 #pragma once
 
 #include <cstdio>
@@ -9,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 #include "trace_dirs.hpp"
 
@@ -44,34 +47,61 @@ inline std::filesystem::path stories_hf(std::string* why) {
       fingerprint(converter) + fingerprint(bin) + KVCONF_HF_ENGINE);
 }
 
-// The folder holding the run's traces, or the reason they could not be written (the adapter's stderr tail).
-// Fixture "stories260K" runs the converted HF folder on the stories prompt set.
-inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
+// The run as a cached folder: where its traces go, what makes them (the options, every module of the adapter,
+// transformers and torch, the checkpoint, the prompts: any change writes them again) and the adapter's arguments.
+// Fixture "stories260K" runs the converted HF folder on the stories prompt set (nullopt, *why set, when that
+// conversion failed).
+inline std::optional<CachedRun> hf_cached_run(const HfRun& r, std::string* why) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(KVCONF_HF_TRACES_DIR);
-  const fs::path dir = root / r.id();
-  fs::create_directories(root);
   const bool stories = r.fixture == "stories260K";
   fs::path model_dir = fs::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture;
-  if (stories && (model_dir = stories_hf(why)).empty()) return {};
+  if (stories && (model_dir = stories_hf(why)).empty()) return std::nullopt;
   const std::string prompts =
       !r.prompt_set.empty()
           ? r.prompt_set
           : std::string(KVCONF_FIXTURES_DIR) + (stories ? "/prompts/stories.json" : "/prompts/gsm8k.json");
-  const auto command = [&](const fs::path& tmp) {
-    return std::string("\"") + KVCONF_PYTHON + "\" \"" + KVCONF_SOURCE_DIR +
-           "/adapters/hf/kvconf_hf_trace.py\" --model \"" + model_dir.string() + "\" --prompts \"" + prompts +
-           "\" --n " + std::to_string(r.prompts) + " --max-new-tokens " + std::to_string(r.tokens) + " --dtype " +
-           r.dtype + " --attention " + r.attention + " --strategy " + r.strategy + (r.hidden ? " --hidden" : "") +
-           " --out \"" + tmp.string() + "\"";
+  const auto args = [=](const fs::path& out) {
+    std::vector<std::string> a = {"--model", model_dir.string(), "--prompts", prompts, "--n",
+                                  std::to_string(r.prompts), "--max-new-tokens", std::to_string(r.tokens), "--dtype",
+                                  r.dtype, "--attention", r.attention, "--strategy", r.strategy};
+    if (r.hidden) a.push_back("--hidden");
+    a.insert(a.end(), {"--out", out.string()});
+    return a;
   };
-  // What made the traces: the options, every module of the adapter, transformers and torch, the checkpoint, the
-  // prompts. Any change writes them again.
-  const std::string key = command(fs::path("OUT")) + "\nadapter " +
-                          folder_fingerprint(fs::path(KVCONF_SOURCE_DIR) / "adapters/hf", ".py") + "\nengine " +
-                          KVCONF_HF_ENGINE + "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " +
-                          fingerprint(prompts);
-  return write_once(dir, why, command, key);
+  std::string key;
+  for (const std::string& a : args("OUT")) key += a + " ";
+  key += "\nadapter " + folder_fingerprint(fs::path(KVCONF_SOURCE_DIR) / "adapters/hf", ".py") + "\nengine " +
+         KVCONF_HF_ENGINE + "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " + fingerprint(prompts);
+  return CachedRun{fs::path(KVCONF_HF_TRACES_DIR) / r.id(), key, args};
+}
+
+inline std::filesystem::path hf_script() { return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/hf/kvconf_hf_trace.py"; }
+
+// The folder holding the run's traces (written by its own transformers process when missing), or empty with *why
+// set to the adapter's stderr tail.
+inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
+  const std::optional<CachedRun> c = hf_cached_run(r, why);
+  if (!c) return {};
+  return write_once(
+      c->dir, why,
+      [&](const std::filesystem::path& tmp) {
+        std::string cmd = "\"" + std::string(KVCONF_PYTHON) + "\" \"" + hf_script().string() + "\"";
+        for (const std::string& a : c->args(tmp)) cmd += " \"" + a + "\"";
+        return cmd;
+      },
+      c->key);
+}
+
+// Every run's folder, those missing written by one transformers process (write_many: torch and transformers imported
+// once); false with *why set when a conversion or that process failed. *written: how many it wrote.
+inline bool hf_traces_many(const std::vector<HfRun>& runs, std::string* why, std::size_t* written = nullptr) {
+  std::vector<CachedRun> cached;
+  for (const HfRun& r : runs) {
+    std::optional<CachedRun> c = hf_cached_run(r, why);
+    if (!c) return false;
+    cached.push_back(std::move(*c));
+  }
+  return write_many(cached, KVCONF_PYTHON, hf_script(), why, written);
 }
 
 }  // namespace kvconf::testing

@@ -1,6 +1,7 @@
 // Trace folders written on first use by an engine adapter and shared by every test process: each is written into a
-// fresh temporary folder and renamed into place, so concurrent test processes never see a half-written set. Also
-// what the adapter tests do with them: read a folder's traces, compare logits.
+// fresh temporary folder and renamed into place, so concurrent test processes never see a half-written set; several
+// folders of one adapter can be written by one process of it (write_many). Also what the adapter tests do with them:
+// read a folder's traces, compare logits.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +13,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvconf/analysis/metrics.hpp"
@@ -122,6 +125,45 @@ inline std::filesystem::path write_once(const std::filesystem::path& dir, std::s
   if (!run_logged(command(tmp), dir.string() + ".log" + std::to_string(::getpid()), why)) return {};
   put_in_place(tmp, dir, key);
   return dir;
+}
+
+// A folder of traces one command line of an adapter script writes: where it goes, what makes it (its key) and the
+// script's arguments given the (temporary) folder to write into.
+struct CachedRun {
+  std::filesystem::path dir;
+  std::string key;
+  std::function<std::vector<std::string>(const std::filesystem::path&)> args;
+};
+
+// Every run's folder, those not current written by one process of `python` running adapters/hf/run_many.py over
+// `script` (one import of the engine for all of them) and put in place; false with *why set when that process failed
+// (then none is put in place). *written: how many it wrote.
+inline bool write_many(const std::vector<CachedRun>& runs, const std::string& python,
+                       const std::filesystem::path& script, std::string* why, std::size_t* written = nullptr) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<const CachedRun*, fs::path>> missing;  // (run, its temporary folder)
+  nlohmann::json argvs = nlohmann::json::array();
+  for (const CachedRun& r : runs)
+    if (!is_current(r.dir, r.key)) {
+      missing.emplace_back(&r, temporary_beside(r.dir));
+      argvs.push_back(r.args(missing.back().second));
+    }
+  if (written) *written = missing.size();
+  if (missing.empty()) return true;
+  const fs::path list = missing.front().first->dir.parent_path() / ("runs." + std::to_string(::getpid()) + ".json");
+  if (std::FILE* out = std::fopen(list.c_str(), "wb")) {
+    const std::string text = argvs.dump(1);
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fclose(out);
+  }
+  const fs::path run_many = script.parent_path().parent_path() / "hf" / "run_many.py";
+  const std::string cmd = "\"" + python + "\" \"" + run_many.string() + "\" \"" + script.string() + "\" \"" +
+                          list.string() + "\"";
+  const bool ok = run_logged(cmd, list.string() + ".log", why);
+  fs::remove(list);
+  if (!ok) return false;
+  for (const auto& [r, tmp] : missing) put_in_place(tmp, r->dir, r->key);
+  return true;
 }
 
 // Every trace in `dir` (its .safetensors files, sorted by name: per prompt ....off before ....on).

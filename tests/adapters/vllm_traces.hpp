@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,32 +71,13 @@ inline std::filesystem::path vllm_traces(const VllmRun& r, std::string* why) {
       vllm_key(r));
 }
 
-// Every run's folder, those missing written by one vLLM process (adapters/vllm/run_many.py: vLLM imported once, not
-// once per run); false with *why set when that process failed (then none is put in place). *written: how many it
-// wrote.
+// Every run's folder, those missing written by one vLLM process (trace_dirs.hpp's write_many: vLLM imported once,
+// not once per run); false with *why set when that process failed. *written: how many it wrote.
 inline bool vllm_traces_many(const std::vector<VllmRun>& runs, std::string* why, std::size_t* written = nullptr) {
-  namespace fs = std::filesystem;
-  std::vector<std::pair<VllmRun, fs::path>> missing;  // (run, its temporary folder)
-  nlohmann::json argvs = nlohmann::json::array();
+  std::vector<CachedRun> cached;
   for (const VllmRun& r : runs)
-    if (!is_current(vllm_dir(r), vllm_key(r))) {
-      missing.emplace_back(r, temporary_beside(vllm_dir(r)));
-      argvs.push_back(vllm_args(r, missing.back().second));
-    }
-  if (written) *written = missing.size();
-  if (missing.empty()) return true;
-  const std::string pid = std::to_string(::getpid());
-  const fs::path list = fs::path(KVCONF_VLLM_TRACES_DIR) / ("runs." + pid + ".json");
-  if (std::FILE* out = std::fopen(list.c_str(), "wb")) {
-    const std::string text = argvs.dump(1);
-    std::fwrite(text.data(), 1, text.size(), out);
-    std::fclose(out);
-  }
-  const bool ok = run_logged(vllm_command("run_many.py", {list.string()}), list.string() + ".log", why);
-  fs::remove(list);
-  if (!ok) return false;
-  for (const auto& [r, tmp] : missing) put_in_place(tmp, vllm_dir(r), vllm_key(r));
-  return true;
+    cached.push_back({vllm_dir(r), vllm_key(r), [r](const std::filesystem::path& out) { return vllm_args(r, out); }});
+  return write_many(cached, KVCONF_VLLM_PYTHON, vllm_adapter_dir() / "kvconf_vllm_trace.py", why, written);
 }
 
 }  // namespace kvconf::testing
