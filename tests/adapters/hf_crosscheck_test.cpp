@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hf_crosscheck_bound.hpp"
@@ -42,9 +43,8 @@ const engine::Model& model(const std::string& fixture, Format storage) {
   static std::map<std::pair<std::string, Format>, engine::Model> cache;
   const auto key = std::make_pair(fixture, storage);
   auto it = cache.find(key);
-  const fs::path path = fixture == "stories260K"
-                            ? fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin"
-                            : fs::path(KVCONF_FIXTURES_DIR) / "models" / fixture;
+  const fs::path path =
+      fixture == "stories260K" ? testing::stories_bin() : fs::path(KVCONF_FIXTURES_DIR) / "models" / fixture;
   if (it == cache.end()) it = cache.emplace(key, engine::load_model(path, storage)).first;
   return it->second;
 }
@@ -69,9 +69,12 @@ std::vector<protocol::Trace> traces(const testing::HfRun& run) { return testing:
 const std::vector<std::string> kFixtures = {"llama2-tiny",     "mistral-tiny",     "gemma2-tiny",
                                             "gemma2-obs-tiny", "mistral-obs-tiny", "stories260K"};
 
-bool stories_absent() {
-  return !fs::exists(fs::path(KVCONF_SHARED_DIR) / "models" / "stories260K" / "stories260K.bin");
-}
+bool stories_absent() { return !fs::exists(testing::stories_bin()); }
+
+// HfEmbeddingScale's fixtures: whether each shows the embedding scale's rounding (gemma2-obs-tiny, √192) or cannot
+// (gemma2-tiny, √256 = 16).
+const std::vector<std::pair<std::string, bool>> kEmbeddingFixtures = {{"gemma2-obs-tiny", true},
+                                                                      {"gemma2-tiny", false}};
 
 // HfEmbeddingScale's run of a fixture: bf16, one prompt, 2 tokens, with the hidden states.
 testing::HfRun embedding_run(const std::string& fixture) {
@@ -82,7 +85,8 @@ testing::HfRun embedding_run(const std::string& fixture) {
   return run;
 }
 
-// HfCheck's: llama2-tiny in a 16-bit dtype under SDPA, top-k sampled.
+// HfCheck's dtypes, and its run of each: llama2-tiny under SDPA, top-k sampled.
+const std::vector<std::string> kSixteenBitDtypes = {"float16", "bfloat16"};
 testing::HfRun sixteen_bit_run(const std::string& dtype) { return {"llama2-tiny", dtype, "sdpa", "topk"}; }
 
 // Every run the tests here read, written by one transformers process (one import of torch and transformers, seconds,
@@ -92,8 +96,8 @@ TEST(HfTraces, EveryRunInOnePythonProcess) {
   std::vector<testing::HfRun> runs;
   for (const std::string& f : kFixtures)
     if (f != "stories260K" || !stories_absent()) runs.push_back({f});
-  for (const char* f : {"gemma2-obs-tiny", "gemma2-tiny"}) runs.push_back(embedding_run(f));
-  for (const char* dtype : {"float16", "bfloat16"}) runs.push_back(sixteen_bit_run(dtype));
+  for (const auto& [f, visible] : kEmbeddingFixtures) runs.push_back(embedding_run(f));
+  for (const std::string& dtype : kSixteenBitDtypes) runs.push_back(sixteen_bit_run(dtype));
   std::string why;
   std::size_t written = 0;
   ASSERT_TRUE(testing::hf_traces_many(runs, &why, &written)) << why;
@@ -123,7 +127,8 @@ class HfCrossCheck : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfCrossCheck, Fp32EagerAgreesWithKvconf) {
   const testing::HfRun run{GetParam()};
-  if (run.fixture == "stories260K" && stories_absent()) GTEST_SKIP() << "no stories260K.bin under " << KVCONF_SHARED_DIR;
+  if (run.fixture == "stories260K" && stories_absent())
+    GTEST_SKIP() << "no stories260K.bin under " << KVCONF_SHARED_DIR;
   for (const protocol::Trace& t : traces(run)) {
     SCOPED_TRACE(t.file.string());
     ASSERT_EQ(t.logits_dtype, "F32");
@@ -189,7 +194,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, HfArchitectureFault,
 // single multiplication by fl_bf16(√hidden)) equals kvconf bf16-eager's bit for bit; the unrounded scale differs on
 // gemma2-obs-tiny (√192) and is invisible on gemma2-tiny (√256 = 16).
 TEST(HfEmbeddingScale, Bf16EmbeddingBitwiseAndUnroundedScaleCaught) {
-  for (const auto& [fixture, visible] : {std::pair{"gemma2-obs-tiny", true}, std::pair{"gemma2-tiny", false}}) {
+  for (const auto& [fixture, visible] : kEmbeddingFixtures) {
     const std::vector<protocol::Trace> ts = traces(embedding_run(fixture));
     ASSERT_FALSE(ts.empty());
     const protocol::Trace& t = ts.front();
@@ -221,14 +226,14 @@ namespace {
 // replay): the calls transformers reported are the cache scenario's (the adapter's cache-ON side really decoded over
 // its cache), prefill logits bitwise and every flip a near-tie (docs/MODELS.md has the larger runs' verdicts).
 TEST(HfCheck, TransformersSixteenBitPairsPassKvconfCheck) {
-  for (const char* dtype : {"float16", "bfloat16"}) {
+  for (const std::string& dtype : kSixteenBitDtypes) {
     const std::vector<protocol::Trace> ts = traces(sixteen_bit_run(dtype));
     ASSERT_EQ(ts.size(), 4u);
     for (std::size_t i = 0; i < ts.size(); i += 2) {  // sorted: <prompt>....off, <prompt>....on
       const protocol::TracePair p = protocol::make_trace_pair(ts[i + 1], ts[i]);
       const results::RunPairRecord rec = protocol::check_trace_pair(p, &model("llama2-tiny", Format::fp32));
       SCOPED_TRACE(rec.key());
-      EXPECT_EQ(rec.profile, std::string(dtype == std::string("float16") ? "fp16" : "bf16") + "-transformers-sdpa");
+      EXPECT_EQ(rec.profile, std::string(dtype == "float16" ? "fp16" : "bf16") + "-transformers-sdpa");
       EXPECT_EQ(rec.free.kl.size(), 12u);
       ASSERT_GE(rec.rules.size(), 2u);
       EXPECT_EQ(rec.rules[0].rule, "scenario_path");

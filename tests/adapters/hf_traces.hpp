@@ -32,19 +32,21 @@ struct HfRun {
   }
 };
 
-// stories260K (a llama2.c .bin in the shared data) as an HF folder, converted once by adapters/hf/llama2c_to_hf.py.
+// stories260K, a llama2.c .bin in the shared data.
+inline std::filesystem::path stories_bin() {
+  return std::filesystem::path(KVCONF_SHARED_DIR) / "models/stories260K/stories260K.bin";
+}
+
+// stories260K as an HF folder, converted once by adapters/hf/llama2c_to_hf.py.
 inline std::filesystem::path stories_hf(std::string* why) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(KVCONF_HF_TRACES_DIR) / "stories260K-hf";
-  const fs::path converter = fs::path(KVCONF_SOURCE_DIR) / "adapters/hf/llama2c_to_hf.py",
-                 bin = fs::path(KVCONF_SHARED_DIR) / "models/stories260K/stories260K.bin";
-  return write_once(
-      dir, why,
-      [&](const fs::path& tmp) {
-        return "\"" + std::string(KVCONF_PYTHON) + "\" \"" + converter.string() + "\" \"" + bin.string() + "\" \"" +
-               tmp.string() + "\"";
-      },
-      fingerprint(converter) + fingerprint(bin) + KVCONF_HF_ENGINE);
+  const fs::path converter = fs::path(KVCONF_SOURCE_DIR) / "adapters/hf/llama2c_to_hf.py";
+  return write_one({fs::path(KVCONF_HF_TRACES_DIR) / "stories260K-hf",
+                    fingerprint(converter) + fingerprint(stories_bin()) + KVCONF_HF_ENGINE,
+                    [](const fs::path& tmp) {
+                      return std::vector<std::string>{stories_bin().string(), tmp.string()};
+                    }},
+                   KVCONF_PYTHON, converter, why);
 }
 
 // The run as a cached folder: where its traces go, what makes them (the options, every module of the adapter,
@@ -68,28 +70,22 @@ inline std::optional<CachedRun> hf_cached_run(const HfRun& r, std::string* why) 
     a.insert(a.end(), {"--out", out.string()});
     return a;
   };
-  std::string key;
-  for (const std::string& a : args("OUT")) key += a + " ";
-  key += "\nadapter " + folder_fingerprint(fs::path(KVCONF_SOURCE_DIR) / "adapters/hf", ".py") + "\nengine " +
-         KVCONF_HF_ENGINE + "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " + fingerprint(prompts);
+  const std::string key = joined(args("OUT")) + "\nadapter " +
+                          folder_fingerprint(fs::path(KVCONF_SOURCE_DIR) / "adapters/hf", ".py") + "\nengine " +
+                          KVCONF_HF_ENGINE + "\nmodel " + folder_fingerprint(model_dir) + "\nprompts " +
+                          fingerprint(prompts);
   return CachedRun{fs::path(KVCONF_HF_TRACES_DIR) / r.id(), key, args};
 }
 
-inline std::filesystem::path hf_script() { return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/hf/kvconf_hf_trace.py"; }
+inline std::filesystem::path hf_script() {
+  return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/hf/kvconf_hf_trace.py";
+}
 
 // The folder holding the run's traces (written by its own transformers process when missing), or empty with *why
 // set to the adapter's stderr tail.
 inline std::filesystem::path hf_traces(const HfRun& r, std::string* why) {
   const std::optional<CachedRun> c = hf_cached_run(r, why);
-  if (!c) return {};
-  return write_once(
-      c->dir, why,
-      [&](const std::filesystem::path& tmp) {
-        std::string cmd = "\"" + std::string(KVCONF_PYTHON) + "\" \"" + hf_script().string() + "\"";
-        for (const std::string& a : c->args(tmp)) cmd += " \"" + a + "\"";
-        return cmd;
-      },
-      c->key);
+  return c ? write_one(*c, KVCONF_PYTHON, hf_script(), why) : std::filesystem::path();
 }
 
 // Every run's folder, those missing written by one transformers process (write_many: torch and transformers imported

@@ -127,6 +127,21 @@ inline std::filesystem::path write_once(const std::filesystem::path& dir, std::s
   return dir;
 }
 
+// The shell command running `script` under `python` with `args`, each quoted.
+inline std::string script_command(const std::string& python, const std::filesystem::path& script,
+                                  const std::vector<std::string>& args) {
+  std::string c = "\"" + python + "\" \"" + script.string() + "\"";
+  for (const std::string& a : args) c += " \"" + a + "\"";
+  return c;
+}
+
+// A command line's arguments as one string, for a cache key.
+inline std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s += a + " ";
+  return s;
+}
+
 // A folder of traces one command line of an adapter script writes: where it goes, what makes it (its key) and the
 // script's arguments given the (temporary) folder to write into.
 struct CachedRun {
@@ -134,6 +149,15 @@ struct CachedRun {
   std::string key;
   std::function<std::vector<std::string>(const std::filesystem::path&)> args;
 };
+
+// The run's folder, written when not current by its own process of `python` running `script` (write_once); empty
+// with *why set when that failed.
+inline std::filesystem::path write_one(const CachedRun& r, const std::string& python,
+                                       const std::filesystem::path& script, std::string* why) {
+  return write_once(
+      r.dir, why, [&](const std::filesystem::path& tmp) { return script_command(python, script, r.args(tmp)); },
+      r.key);
+}
 
 // Every run's folder, those not current written by one process of `python` running adapters/hf/run_many.py over
 // `script` (one import of the engine for all of them) and put in place; false with *why set when that process failed
@@ -157,9 +181,8 @@ inline bool write_many(const std::vector<CachedRun>& runs, const std::string& py
     std::fclose(out);
   }
   const fs::path run_many = script.parent_path().parent_path() / "hf" / "run_many.py";
-  const std::string cmd = "\"" + python + "\" \"" + run_many.string() + "\" \"" + script.string() + "\" \"" +
-                          list.string() + "\"";
-  const bool ok = run_logged(cmd, list.string() + ".log", why);
+  const bool ok =
+      run_logged(script_command(python, run_many, {script.string(), list.string()}), list.string() + ".log", why);
   fs::remove(list);
   if (!ok) return false;
   for (const auto& [r, tmp] : missing) put_in_place(tmp, r->dir, r->key);

