@@ -114,15 +114,18 @@ inline void put_in_place(const std::filesystem::path& tmp, const std::filesystem
 }
 
 // `dir`, written by the shell command command(tmp) into a temporary folder beside it and renamed into place (another
-// process may win the race: then its folder stays and ours goes); empty with *why set when the command failed. `key`
-// says what made it (the command, the adapter's sources, the engine's version and library, the fixture, the options):
-// a folder made under another key is written again.
+// process may win the race: then its folder stays and ours goes); empty with *why set when the command failed (its
+// temporary folder removed, its log kept). `key` says what made it (the command, the adapter's sources, the engine's
+// version and library, the fixture, the options): a folder made under another key is written again.
 inline std::filesystem::path write_once(const std::filesystem::path& dir, std::string* why,
                                         const std::function<std::string(const std::filesystem::path&)>& command,
                                         const std::string& key = "") {
   if (is_current(dir, key)) return dir;
   const std::filesystem::path tmp = temporary_beside(dir);
-  if (!run_logged(command(tmp), dir.string() + ".log" + std::to_string(::getpid()), why)) return {};
+  if (!run_logged(command(tmp), dir.string() + ".log" + std::to_string(::getpid()), why)) {
+    std::filesystem::remove_all(tmp);  // what the failed command left; its log stays
+    return {};
+  }
   put_in_place(tmp, dir, key);
   return dir;
 }
@@ -161,7 +164,7 @@ inline std::filesystem::path write_one(const CachedRun& r, const std::string& py
 
 // Every run's folder, those not current written by one process of `python` running adapters/hf/run_many.py over
 // `script` (one import of the engine for all of them) and put in place; false with *why set when that process failed
-// (then none is put in place). *written: how many it wrote.
+// (then none is put in place and their temporary folders are removed). *written: how many it wrote.
 inline bool write_many(const std::vector<CachedRun>& runs, const std::string& python,
                        const std::filesystem::path& script, std::string* why, std::size_t* written = nullptr) {
   namespace fs = std::filesystem;
@@ -184,7 +187,10 @@ inline bool write_many(const std::vector<CachedRun>& runs, const std::string& py
   const bool ok =
       run_logged(script_command(python, run_many, {script.string(), list.string()}), list.string() + ".log", why);
   fs::remove(list);
-  if (!ok) return false;
+  if (!ok) {
+    for (const auto& [r, tmp] : missing) fs::remove_all(tmp);  // what the failed process left; its log stays
+    return false;
+  }
   for (const auto& [r, tmp] : missing) put_in_place(tmp, r->dir, r->key);
   return true;
 }
